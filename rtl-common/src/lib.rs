@@ -1,0 +1,165 @@
+//! Types shared by the kernel-side eBPF programs (`rtl-ebpf`) and the collector (`rtl-user`).
+//!
+//! Everything here is `#[repr(C)]`, `Copy`, and has no padding the verifier or the decoder could
+//! trip over: the eBPF side writes these bytes into the ring buffer, the collector reads them back.
+#![no_std]
+
+/// Kinds of records in the ring buffer. The first `u32` of every record.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventKind {
+    /// A probed API was entered ([`ApiEnter`]).
+    ApiEnter = 1,
+    /// A probed API returned ([`ApiExit`]).
+    ApiExit = 2,
+    /// A marker API (roctx) carrying a string ([`MarkerEnter`]).
+    MarkerEnter = 3,
+    /// A thread of a traced process exited ([`TaskEvent`]).
+    ThreadExit = 4,
+    /// A traced process called exec ([`TaskEvent`]).
+    Exec = 5,
+    /// A traced process forked a child that is now traced too ([`TaskEvent`]).
+    Fork = 6,
+    /// A batch of GPU records handed over by the in-process agent ([`AgentBatch`]).
+    AgentBatch = 7,
+}
+
+impl EventKind {
+    pub fn from_u32(v: u32) -> Option<Self> {
+        Some(match v {
+            1 => Self::ApiEnter,
+            2 => Self::ApiExit,
+            3 => Self::MarkerEnter,
+            4 => Self::ThreadExit,
+            5 => Self::Exec,
+            6 => Self::Fork,
+            7 => Self::AgentBatch,
+            _ => return None,
+        })
+    }
+}
+
+/// The common head of every ring-buffer record.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct EventHeader {
+    /// An [`EventKind`] as `u32`.
+    pub kind: u32,
+    /// Index of the API in the collector's probe table (the uprobe cookie's low bits).
+    pub api_id: u32,
+    /// `bpf_get_current_pid_tgid()`: tgid in the high 32 bits, thread id in the low 32 bits.
+    pub pid_tgid: u64,
+    /// `bpf_ktime_get_ns()`: CLOCK_MONOTONIC, nanoseconds.
+    pub ts_ns: u64,
+}
+
+/// Register arguments (rdi, rsi, rdx, rcx, r8, r9) plus this many stack words at most.
+pub const MAX_STACK_ARGS: usize = 6;
+/// All argument words an [`ApiEnter`] carries.
+pub const MAX_ARGS: usize = 6 + MAX_STACK_ARGS;
+
+/// Entry into a probed API: the raw argument words, decoded per API in user space.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ApiEnter {
+    pub hdr: EventHeader,
+    /// `args[0..6]` are the six integer argument registers, `args[6..]` the first stack words
+    /// (arguments 7 and up), as many as the API's cookie asked for; the rest are zero.
+    pub args: [u64; MAX_ARGS],
+}
+
+/// Return from a probed API.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ApiExit {
+    pub hdr: EventHeader,
+    /// The raw return register (rax). For HIP APIs a `hipError_t` in the low 32 bits.
+    pub ret: u64,
+}
+
+/// Longest marker text kept (bytes, including the terminating NUL).
+pub const MARKER_TEXT_LEN: usize = 128;
+
+/// Entry into a marker API whose first argument is a C string (roctxRangePushA, roctxMarkA, ...).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct MarkerEnter {
+    pub hdr: EventHeader,
+    /// Register arguments, as in [`ApiEnter`].
+    pub args: [u64; 6],
+    /// NUL-terminated, truncated to [`MARKER_TEXT_LEN`] - 1 bytes.
+    pub text: [u8; MARKER_TEXT_LEN],
+}
+
+/// A task lifecycle event of a traced process.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct TaskEvent {
+    pub hdr: EventHeader,
+    /// For [`EventKind::Fork`]: the child's tgid. Otherwise 0.
+    pub child_tgid: u32,
+    pub _pad: u32,
+}
+
+/// Largest agent payload carried by one [`AgentBatch`] record (bytes).
+pub const AGENT_BATCH_MAX: usize = 4096;
+
+/// A batch of bytes the in-process agent published through its uprobed hand-off function
+/// `rtl_agent_publish(const u8 *data, u64 len)`. The payload format is the agent's wire
+/// format (see `rtl-agent`), validated by the collector before use.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct AgentBatch {
+    pub hdr: EventHeader,
+    /// Bytes the agent asked to publish.
+    pub len: u32,
+    /// Bytes actually copied into `data` (`min(len, AGENT_BATCH_MAX)`), 0 if the read failed.
+    pub copied: u32,
+    pub data: [u8; AGENT_BATCH_MAX],
+}
+
+/// The uprobe cookie: how one generic entry program knows what it is probing.
+///
+/// Bits 0..16: API index. Bits 16..24: stack words to copy. Bit 24: arg 0 is a marker string.
+pub mod cookie {
+    pub const API_MASK: u64 = 0xffff;
+    pub const STACK_SHIFT: u64 = 16;
+    pub const STACK_MASK: u64 = 0xff;
+    pub const MARKER_STRING: u64 = 1 << 24;
+
+    #[inline(always)]
+    pub const fn make(api_id: u16, stack_words: u8, marker_string: bool) -> u64 {
+        (api_id as u64)
+            | ((stack_words as u64) << STACK_SHIFT)
+            | if marker_string { MARKER_STRING } else { 0 }
+    }
+}
+
+/// Slots of the `CONFIG` array map, written by the collector before attaching.
+pub mod config {
+    /// 1: trace every process; 0: only tgids in the `TRACED` map.
+    pub const TRACE_ALL: u32 = 0;
+    /// 1: a fork of a traced process makes the child traced (for `rtl-ebpf run`).
+    pub const FOLLOW_FORKS: u32 = 1;
+    /// Byte offset of `parent_pid` in the sched_process_fork tracepoint record.
+    pub const FORK_PARENT_PID_OFF: u32 = 2;
+    /// Byte offset of `child_pid` in the sched_process_fork tracepoint record.
+    pub const FORK_CHILD_PID_OFF: u32 = 3;
+    pub const LEN: u32 = 4;
+}
+
+/// Slots of the per-CPU `COUNTERS` array map.
+pub mod counter {
+    /// Records lost because the ring buffer was full.
+    pub const RINGBUF_DROPS: u32 = 0;
+    /// Probe hits seen by the entry program (after the process filter).
+    pub const ENTRIES: u32 = 1;
+    /// Probe hits seen by the return program (after the process filter).
+    pub const EXITS: u32 = 2;
+    /// Agent batches longer than `AGENT_BATCH_MAX` or unreadable.
+    pub const AGENT_TRUNCATED: u32 = 3;
+    pub const LEN: u32 = 4;
+}
+
+/// Default ring buffer size in bytes (a power of two, a multiple of the page size).
+pub const RINGBUF_BYTES: u32 = 16 << 20;

@@ -1,0 +1,282 @@
+//! Kernel-side programs of rtl-ebpf.
+//!
+//! One generic entry program and one generic return program are attached to every probed
+//! function; the uprobe cookie (see `rtl_common::cookie`) tells them which API they are on and
+//! how many stack words to copy. Records go to one ring buffer; the collector decodes them.
+//! Three tracepoints follow task lifecycles (fork, exec, exit) of traced processes.
+//!
+//! Hot path budget: a map lookup (process filter), one ring-buffer reserve/submit, a handful of
+//! register reads. No logging, no loops over data.
+#![no_std]
+#![no_main]
+
+use aya_ebpf::{
+    helpers::{
+        bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_user,
+        bpf_probe_read_user_str_bytes, gen::bpf_get_attach_cookie,
+    },
+    macros::{map, tracepoint, uprobe, uretprobe},
+    maps::{Array, HashMap, PerCpuArray, RingBuf},
+    programs::{ProbeContext, RetProbeContext, TracePointContext},
+    EbpfContext,
+};
+use rtl_common::{
+    config, cookie, counter, AgentBatch, ApiEnter, ApiExit, EventHeader, EventKind, MarkerEnter,
+    TaskEvent, AGENT_BATCH_MAX, MAX_ARGS, MAX_STACK_ARGS, RINGBUF_BYTES,
+};
+
+#[map]
+static EVENTS: RingBuf = RingBuf::with_byte_size(RINGBUF_BYTES, 0);
+
+/// tgids to trace when `config::TRACE_ALL` is 0. Value unused.
+#[map]
+static TRACED: HashMap<u32, u8> = HashMap::with_max_entries(65536, 0);
+
+#[map]
+static CONFIG: Array<u64> = Array::with_max_entries(config::LEN, 0);
+
+#[map]
+static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(counter::LEN, 0);
+
+#[inline(always)]
+fn cfg(slot: u32) -> u64 {
+    match CONFIG.get(slot) {
+        Some(v) => *v,
+        None => 0,
+    }
+}
+
+#[inline(always)]
+fn bump(slot: u32) {
+    if let Some(c) = COUNTERS.get_ptr_mut(slot) {
+        // SAFETY: per-CPU slot, no concurrent writer on this CPU while the program runs.
+        unsafe { *c += 1 };
+    }
+}
+
+#[inline(always)]
+fn traced(tgid: u32) -> bool {
+    // SAFETY: read-only lookup of a plain value.
+    cfg(config::TRACE_ALL) != 0 || unsafe { TRACED.get(&tgid) }.is_some()
+}
+
+#[inline(always)]
+fn header(kind: EventKind, api_id: u32, pid_tgid: u64) -> EventHeader {
+    EventHeader {
+        kind: kind as u32,
+        api_id,
+        pid_tgid,
+        // SAFETY: helper without preconditions.
+        ts_ns: unsafe { bpf_ktime_get_ns() },
+    }
+}
+
+/// Entry of every probed API.
+#[uprobe]
+pub fn api_enter(ctx: ProbeContext) -> u32 {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    if !traced((pid_tgid >> 32) as u32) {
+        return 0;
+    }
+    bump(counter::ENTRIES);
+    // SAFETY: the context pointer is the program's own.
+    let ck = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) };
+    let api_id = (ck & cookie::API_MASK) as u32;
+    if ck & cookie::MARKER_STRING != 0 {
+        marker_enter(&ctx, api_id, pid_tgid);
+    } else {
+        let stack_words = ((ck >> cookie::STACK_SHIFT) & cookie::STACK_MASK) as usize;
+        api_enter_args(&ctx, api_id, pid_tgid, stack_words);
+    }
+    0
+}
+
+#[inline(always)]
+fn api_enter_args(ctx: &ProbeContext, api_id: u32, pid_tgid: u64, stack_words: usize) {
+    let Some(mut slot) = EVENTS.reserve::<ApiEnter>(0) else {
+        bump(counter::RINGBUF_DROPS);
+        return;
+    };
+    let ev = slot.as_mut_ptr();
+    // SAFETY: `ev` points at a reserved, exclusively owned ApiEnter-sized slot.
+    unsafe {
+        (*ev).hdr = header(EventKind::ApiEnter, api_id, pid_tgid);
+        (*ev).args = [0; MAX_ARGS];
+        for i in 0..6 {
+            (*ev).args[i] = ctx.arg::<u64>(i).unwrap_or(0);
+        }
+        if stack_words > 0 {
+            // At function entry rsp points at the return address; argument 7 is at rsp + 8.
+            let rsp = (*ctx.regs).rsp;
+            let mut i = 0;
+            while i < MAX_STACK_ARGS {
+                if i >= stack_words {
+                    break;
+                }
+                let p = (rsp + 8 + 8 * i as u64) as *const u64;
+                (*ev).args[6 + i] = bpf_probe_read_user(p).unwrap_or(0);
+                i += 1;
+            }
+        }
+    }
+    slot.submit(0);
+}
+
+#[inline(always)]
+fn marker_enter(ctx: &ProbeContext, api_id: u32, pid_tgid: u64) {
+    let Some(mut slot) = EVENTS.reserve::<MarkerEnter>(0) else {
+        bump(counter::RINGBUF_DROPS);
+        return;
+    };
+    let ev = slot.as_mut_ptr();
+    // SAFETY: exclusively owned reserved slot; the string read is bounded by the buffer.
+    unsafe {
+        (*ev).hdr = header(EventKind::MarkerEnter, api_id, pid_tgid);
+        for i in 0..6 {
+            (*ev).args[i] = ctx.arg::<u64>(i).unwrap_or(0);
+        }
+        (*ev).text[0] = 0;
+        let s = (*ev).args[0] as *const u8;
+        if !s.is_null() && bpf_probe_read_user_str_bytes(s, &mut (*ev).text).is_err() {
+            (*ev).text[0] = 0;
+        }
+    }
+    slot.submit(0);
+}
+
+/// Return of every probed API.
+#[uretprobe]
+pub fn api_exit(ctx: RetProbeContext) -> u32 {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    if !traced((pid_tgid >> 32) as u32) {
+        return 0;
+    }
+    bump(counter::EXITS);
+    // SAFETY: the context pointer is the program's own.
+    let ck = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) };
+    let Some(mut slot) = EVENTS.reserve::<ApiExit>(0) else {
+        bump(counter::RINGBUF_DROPS);
+        return 0;
+    };
+    let ev = slot.as_mut_ptr();
+    // SAFETY: exclusively owned reserved slot.
+    unsafe {
+        (*ev).hdr = header(EventKind::ApiExit, (ck & cookie::API_MASK) as u32, pid_tgid);
+        (*ev).ret = ctx.ret::<u64>();
+    }
+    slot.submit(0);
+    0
+}
+
+/// `rtl_agent_publish(const u8 *data, u64 len)` in the in-process agent: copy the batch.
+#[uprobe]
+pub fn agent_publish(ctx: ProbeContext) -> u32 {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    if !traced((pid_tgid >> 32) as u32) {
+        return 0;
+    }
+    let data: u64 = ctx.arg(0).unwrap_or(0);
+    let len: u64 = ctx.arg(1).unwrap_or(0);
+    let Some(mut slot) = EVENTS.reserve::<AgentBatch>(0) else {
+        bump(counter::RINGBUF_DROPS);
+        return 0;
+    };
+    let ev = slot.as_mut_ptr();
+    // SAFETY: exclusively owned reserved slot; the copy is bounded by AGENT_BATCH_MAX.
+    unsafe {
+        (*ev).hdr = header(EventKind::AgentBatch, 0, pid_tgid);
+        (*ev).len = len.min(u32::MAX as u64) as u32;
+        (*ev).copied = 0;
+        if len > AGENT_BATCH_MAX as u64 {
+            bump(counter::AGENT_TRUNCATED);
+        } else if len > 0 {
+            let n = (len as usize) & (AGENT_BATCH_MAX * 2 - 1);
+            let n = if n > AGENT_BATCH_MAX { AGENT_BATCH_MAX } else { n };
+            let dst = (*ev).data.as_mut_ptr() as *mut core::ffi::c_void;
+            if aya_ebpf::helpers::gen::bpf_probe_read_user(dst, n as u32, data as *const _) == 0 {
+                (*ev).copied = n as u32;
+            } else {
+                bump(counter::AGENT_TRUNCATED);
+            }
+        }
+    }
+    slot.submit(0);
+    0
+}
+
+#[inline(always)]
+fn task_event(kind: EventKind, pid_tgid: u64, child_tgid: u32) {
+    if let Some(mut slot) = EVENTS.reserve::<TaskEvent>(0) {
+        let ev = slot.as_mut_ptr();
+        // SAFETY: exclusively owned reserved slot.
+        unsafe {
+            (*ev).hdr = header(kind, 0, pid_tgid);
+            (*ev).child_tgid = child_tgid;
+            (*ev)._pad = 0;
+        }
+        slot.submit(0);
+    } else {
+        bump(counter::RINGBUF_DROPS);
+    }
+}
+
+/// sched:sched_process_fork. Runs in the parent. Adds the child to `TRACED` when following forks.
+#[tracepoint]
+pub fn task_fork(ctx: TracePointContext) -> u32 {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let parent = (pid_tgid >> 32) as u32;
+    // SAFETY: read-only lookup.
+    if cfg(config::TRACE_ALL) != 0 || unsafe { TRACED.get(&parent) }.is_none() {
+        return 0;
+    }
+    let child_off = cfg(config::FORK_CHILD_PID_OFF) as usize;
+    // SAFETY: offset from the tracepoint's own format file; the read is checked.
+    let Ok(child) = (unsafe { ctx.read_at::<i32>(child_off) }) else {
+        return 0;
+    };
+    // child_pid is the new task's pid; for a new process that is also its tgid. New threads
+    // (clone with CLONE_THREAD) also fire this tracepoint: they belong to a traced tgid already
+    // and inserting their tid is harmless (it is never a tgid of another process while this
+    // thread lives) but would fill the map, so only fork-like children are recorded: the
+    // collector prunes tids that turn out to be threads.
+    if cfg(config::FOLLOW_FORKS) != 0 {
+        let _ = TRACED.insert(&(child as u32), &1, 0);
+    }
+    task_event(EventKind::Fork, pid_tgid, child as u32);
+    0
+}
+
+/// sched:sched_process_exec. The process image is replaced: its open calls never return.
+#[tracepoint]
+pub fn task_exec(_ctx: TracePointContext) -> u32 {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    if traced((pid_tgid >> 32) as u32) {
+        task_event(EventKind::Exec, pid_tgid, 0);
+    }
+    0
+}
+
+/// sched:sched_process_exit. Fires for every exiting thread.
+#[tracepoint]
+pub fn task_exit(_ctx: TracePointContext) -> u32 {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let (tgid, tid) = ((pid_tgid >> 32) as u32, pid_tgid as u32);
+    if traced(tgid) {
+        task_event(EventKind::ThreadExit, pid_tgid, 0);
+        // task_fork recorded every new thread's tid as if it were a process: forget it.
+        if tid != tgid {
+            let _ = TRACED.remove(&tid);
+        }
+    }
+    0
+}
+
+#[cfg(not(test))]
+#[panic_handler]
+fn panic(_info: &core::panic::PanicInfo) -> ! {
+    loop {}
+}
+
+#[unsafe(link_section = "license")]
+#[unsafe(no_mangle)]
+static LICENSE: [u8; 4] = *b"GPL\0";
