@@ -4,6 +4,8 @@
 //! trip over: the eBPF side writes these bytes into the ring buffer, the collector reads them back.
 #![no_std]
 
+pub mod agent;
+
 /// Kinds of records in the ring buffer. The first `u32` of every record.
 #[repr(u32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,6 +68,10 @@ pub struct ApiEnter {
     /// `args[0..6]` are the six integer argument registers, `args[6..]` the first stack words
     /// (arguments 7 and up), as many as the API's cookie asked for; the rest are zero.
     pub args: [u64; MAX_ARGS],
+    /// The calling thread's fs base (`pthread_self()`), read from `task_struct` when the
+    /// collector supplied the offset (`config::FSBASE_OFFSET`), else 0. The HIP profiler names
+    /// threads by a hash of it; this is how its records are matched to our calls.
+    pub fsbase: u64,
 }
 
 /// Return from a probed API.
@@ -145,7 +151,9 @@ pub mod config {
     pub const FORK_PARENT_PID_OFF: u32 = 2;
     /// Byte offset of `child_pid` in the sched_process_fork tracepoint record.
     pub const FORK_CHILD_PID_OFF: u32 = 3;
-    pub const LEN: u32 = 4;
+    /// Byte offset of `thread.fsbase` in `struct task_struct` (from kernel BTF); 0: do not read.
+    pub const FSBASE_OFFSET: u32 = 4;
+    pub const LEN: u32 = 5;
 }
 
 /// Slots of the per-CPU `COUNTERS` array map.

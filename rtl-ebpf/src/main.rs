@@ -12,8 +12,8 @@
 
 use aya_ebpf::{
     helpers::{
-        bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_user,
-        bpf_probe_read_user_str_bytes, gen::bpf_get_attach_cookie,
+        bpf_get_current_pid_tgid, bpf_get_current_task, bpf_ktime_get_ns, bpf_probe_read_kernel, bpf_probe_read_user,
+        bpf_probe_read_user_str_bytes, generated::bpf_get_attach_cookie,
     },
     macros::{map, tracepoint, uprobe, uretprobe},
     maps::{Array, HashMap, PerCpuArray, RingBuf},
@@ -105,6 +105,12 @@ fn api_enter_args(ctx: &ProbeContext, api_id: u32, pid_tgid: u64, stack_words: u
         for i in 0..6 {
             (*ev).args[i] = ctx.arg::<u64>(i).unwrap_or(0);
         }
+        (*ev).fsbase = 0;
+        let fsoff = cfg(config::FSBASE_OFFSET);
+        if fsoff != 0 {
+            let task = bpf_get_current_task() as *const u8;
+            (*ev).fsbase = bpf_probe_read_kernel(task.add(fsoff as usize) as *const u64).unwrap_or(0);
+        }
         if stack_words > 0 {
             // At function entry rsp points at the return address; argument 7 is at rsp + 8.
             let rsp = (*ctx.regs).rsp;
@@ -193,7 +199,7 @@ pub fn agent_publish(ctx: ProbeContext) -> u32 {
             let n = (len as usize) & (AGENT_BATCH_MAX * 2 - 1);
             let n = if n > AGENT_BATCH_MAX { AGENT_BATCH_MAX } else { n };
             let dst = (*ev).data.as_mut_ptr() as *mut core::ffi::c_void;
-            if aya_ebpf::helpers::gen::bpf_probe_read_user(dst, n as u32, data as *const _) == 0 {
+            if aya_ebpf::helpers::generated::bpf_probe_read_user(dst, n as u32, data as *const _) == 0 {
                 (*ev).copied = n as u32;
             } else {
                 bump(counter::AGENT_TRUNCATED);

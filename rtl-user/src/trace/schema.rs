@@ -1,0 +1,127 @@
+//! The trace file's schema: RPD ("rocpd") schema version 3, plus `correlation_id` on
+//! `rocpd_api` / `rocpd_op` and rtl-ebpf's own side tables (prefixed `rtl_`).
+//!
+//! RPD's tools read the `rocpd_*` tables and the `api`, `op`, `top`, `busy` views; the `rtl_*`
+//! tables hold what RPD has no column for (return values, decoded arguments, processes).
+//! Every timestamp is integer nanoseconds of CLOCK_MONOTONIC (what `bpf_ktime_get_ns` reads);
+//! `rocpd_metadata` holds `clock`, and `realtime_minus_monotonic_ns` to convert to wall time.
+
+/// Schema version written into `rocpd_metadata` (`schema_version`).
+pub const RPD_SCHEMA_VERSION: &str = "3";
+/// Version of rtl-ebpf's own additions (`rtl_schema_version`); bump on any change and migrate.
+pub const RTL_SCHEMA_VERSION: i64 = 1;
+
+/// Tables. Written so that running it on an existing file is harmless (IF NOT EXISTS).
+pub const TABLES: &str = r#"
+CREATE TABLE IF NOT EXISTS rocpd_metadata (id INTEGER PRIMARY KEY AUTOINCREMENT, tag TEXT NOT NULL, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS rocpd_string (id INTEGER PRIMARY KEY AUTOINCREMENT, string TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS rocpd_ustring (id INTEGER PRIMARY KEY AUTOINCREMENT, string TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS rocpd_api (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    pid INTEGER NOT NULL, tid INTEGER NOT NULL,
+    start INTEGER NOT NULL, end INTEGER NOT NULL,
+    apiName_id INTEGER NOT NULL REFERENCES rocpd_string(id),
+    category_id INTEGER NOT NULL DEFAULT 1 REFERENCES rocpd_string(id),
+    domain_id INTEGER NOT NULL DEFAULT 1 REFERENCES rocpd_string(id),
+    args_id INTEGER NOT NULL DEFAULT 1 REFERENCES rocpd_ustring(id),
+    correlation_id INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS rocpd_op (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    gpuId INTEGER NOT NULL, queueId INTEGER NOT NULL, sequenceId INTEGER NOT NULL DEFAULT 0,
+    start INTEGER NOT NULL, end INTEGER NOT NULL,
+    description_id INTEGER NOT NULL REFERENCES rocpd_string(id),
+    opType_id INTEGER NOT NULL REFERENCES rocpd_string(id),
+    correlation_id INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS rocpd_api_ops (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    api_id INTEGER NOT NULL REFERENCES rocpd_api(id),
+    op_id INTEGER NOT NULL REFERENCES rocpd_op(id));
+CREATE TABLE IF NOT EXISTS rocpd_kernelapi (
+    api_ptr_id INTEGER PRIMARY KEY REFERENCES rocpd_api(id),
+    stream TEXT NOT NULL DEFAULT '',
+    gridX INTEGER NOT NULL, gridY INTEGER NOT NULL, gridZ INTEGER NOT NULL,
+    workgroupX INTEGER NOT NULL, workgroupY INTEGER NOT NULL, workgroupZ INTEGER NOT NULL,
+    groupSegmentSize INTEGER NOT NULL, privateSegmentSize INTEGER NOT NULL DEFAULT 0,
+    kernelName_id INTEGER NOT NULL REFERENCES rocpd_string(id));
+CREATE TABLE IF NOT EXISTS rocpd_copyapi (
+    api_ptr_id INTEGER PRIMARY KEY REFERENCES rocpd_api(id),
+    stream TEXT NOT NULL DEFAULT '',
+    size INTEGER NOT NULL, width INTEGER NOT NULL DEFAULT 0, height INTEGER NOT NULL DEFAULT 0,
+    kind INTEGER NOT NULL, dst TEXT NOT NULL DEFAULT '', src TEXT NOT NULL DEFAULT '',
+    dstDevice INTEGER NOT NULL DEFAULT -1, srcDevice INTEGER NOT NULL DEFAULT -1,
+    sync INTEGER NOT NULL DEFAULT 0, pinned INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS rocpd_monitor (id INTEGER PRIMARY KEY AUTOINCREMENT, deviceType TEXT NOT NULL, deviceId INTEGER NOT NULL, monitorType TEXT NOT NULL, start INTEGER NOT NULL, end INTEGER NOT NULL, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS rocpd_counter (id INTEGER PRIMARY KEY AUTOINCREMENT, value REAL NOT NULL, op_id INTEGER NOT NULL, name_id INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS rocpd_stackframe (id INTEGER PRIMARY KEY AUTOINCREMENT, api_ptr_id INTEGER NOT NULL, depth INTEGER NOT NULL, name_id INTEGER NOT NULL);
+
+-- rtl-ebpf additions ------------------------------------------------------------------
+-- One row per API call (same id as rocpd_api): what RPD has no column for.
+--   ret: the raw return value (hipError_t for HIP APIs; NULL when the return was never seen)
+--   status: 0 complete, 1 return never seen (thread exited / exec / trace ended while inside)
+--   a0..a3: the decoded arguments that matter for this API (meaning per API: docs/trace-format.md)
+CREATE TABLE IF NOT EXISTS rtl_api (
+    api_id INTEGER PRIMARY KEY REFERENCES rocpd_api(id),
+    ret INTEGER, status INTEGER NOT NULL DEFAULT 0,
+    a0 INTEGER, a1 INTEGER, a2 INTEGER, a3 INTEGER);
+-- Traced processes.
+CREATE TABLE IF NOT EXISTS rtl_process (
+    pid INTEGER PRIMARY KEY, ppid INTEGER, exe TEXT, cmdline TEXT,
+    first_ns INTEGER, last_ns INTEGER, exited INTEGER NOT NULL DEFAULT 0);
+-- Libraries probes were attached to.
+CREATE TABLE IF NOT EXISTS rtl_library (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, path TEXT NOT NULL, dev INTEGER NOT NULL,
+    inode INTEGER NOT NULL, probes INTEGER NOT NULL, missing TEXT NOT NULL DEFAULT '');
+"#;
+
+/// Indexes, created after bulk inserts would be ideal; they are cheap enough to keep live.
+pub const INDEXES: &str = r#"
+CREATE INDEX IF NOT EXISTS rocpd_api_correlation_id ON rocpd_api(correlation_id);
+CREATE INDEX IF NOT EXISTS rocpd_op_correlation_id ON rocpd_op(correlation_id);
+CREATE INDEX IF NOT EXISTS rocpd_api_ops_api_id ON rocpd_api_ops(api_id);
+CREATE INDEX IF NOT EXISTS rocpd_api_ops_op_id ON rocpd_api_ops(op_id);
+"#;
+
+/// Views RPD's tools use (`api`, `op`, `top`, `busy`, `kernel`, `copy`), defined over our tables.
+pub const VIEWS: &str = r#"
+CREATE VIEW IF NOT EXISTS api AS
+    SELECT rocpd_api.id, pid, tid, start, end, A.string AS apiName, B.string AS args, correlation_id
+    FROM rocpd_api INNER JOIN rocpd_string A ON A.id = rocpd_api.apiName_id
+                   INNER JOIN rocpd_ustring B ON B.id = rocpd_api.args_id;
+CREATE VIEW IF NOT EXISTS op AS
+    SELECT rocpd_op.id, gpuId, queueId, sequenceId, start, end, A.string AS description,
+           B.string AS opType, correlation_id
+    FROM rocpd_op INNER JOIN rocpd_string A ON A.id = rocpd_op.description_id
+                  INNER JOIN rocpd_string B ON B.id = rocpd_op.opType_id;
+CREATE VIEW IF NOT EXISTS busy AS
+    SELECT A.gpuId, GpuTime, WallTime, GpuTime * 1.0 / WallTime AS Busy
+    FROM (SELECT gpuId, sum(end - start) AS GpuTime FROM rocpd_op WHERE gpuId >= 0 GROUP BY gpuId) A
+    INNER JOIN (SELECT max(end) - min(start) AS WallTime FROM rocpd_op WHERE gpuId >= 0);
+CREATE VIEW IF NOT EXISTS top AS
+    SELECT C.string AS Name, count(C.string) AS TotalCalls, sum(A.end - A.start) / 1000 AS TotalDuration,
+           (sum(A.end - A.start) / count(C.string)) / 1000 AS Ave,
+           sum(A.end - A.start) * 100.0 / (SELECT sum(end - start) FROM rocpd_op WHERE gpuId >= 0) AS Percentage
+    FROM (SELECT opType_id AS name_id, start, end FROM rocpd_op
+              WHERE gpuId >= 0 AND description_id IN (SELECT id FROM rocpd_string WHERE string = '')
+          UNION ALL
+          SELECT description_id, start, end FROM rocpd_op
+              WHERE gpuId >= 0 AND description_id NOT IN (SELECT id FROM rocpd_string WHERE string = '')) A
+    JOIN rocpd_string C ON C.id = A.name_id
+    GROUP BY Name ORDER BY TotalDuration DESC;
+CREATE VIEW IF NOT EXISTS kernel AS
+    SELECT B.id, B.pid, B.tid, B.start, B.end, A.stream, A.gridX, A.gridY, A.gridZ,
+           A.workgroupX, A.workgroupY, A.workgroupZ, A.groupSegmentSize, C.string AS kernelName
+    FROM rocpd_kernelapi A JOIN rocpd_api B ON B.id = A.api_ptr_id
+                           JOIN rocpd_string C ON C.id = A.kernelName_id;
+CREATE VIEW IF NOT EXISTS copy AS
+    SELECT B.id, B.pid, B.tid, B.start, B.end, C.string AS apiName, A.stream, A.size,
+           A.width, A.height, A.kind, A.dst, A.src, A.dstDevice, A.srcDevice, A.sync, A.pinned
+    FROM rocpd_copyapi A JOIN rocpd_api B ON B.id = A.api_ptr_id
+                         JOIN rocpd_string C ON C.id = B.apiName_id;
+"#;
+
+/// The first rows of `rocpd_string` / `rocpd_ustring`: id 1 is the empty string in both, so
+/// `category_id`, `domain_id` and `args_id` default to it.
+pub const SEED: &str = r#"
+INSERT OR IGNORE INTO rocpd_string (id, string) VALUES (1, '');
+INSERT OR IGNORE INTO rocpd_ustring (id, string) VALUES (1, '');
+"#;
