@@ -1,0 +1,1 @@
+//! Reading traces: summary, Perfetto conversion, merge (see docs/reading-traces.md).

@@ -1,0 +1,1 @@
+//! Migration of older trace files to the current schema.

@@ -1,0 +1,2 @@
+pub mod migrate;
+pub mod schema;
