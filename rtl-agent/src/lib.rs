@@ -1,0 +1,522 @@
+//! rtl-agent: the in-process half of rtl-ebpf's GPU timing.
+//!
+//! Loaded with `LD_PRELOAD=.../librtl_agent.so` (an ELF constructor starts it) or
+//! `HSA_TOOLS_LIB=.../librtl_agent.so` (the HSA runtime calls [`hsa::OnLoad`]). It finds the
+//! libamdhip64 already loaded in the process (never loads one), turns on the runtime's built-in
+//! profiler (`hipProfiler*Ext`, see [`clr`]), converts its records to the wire format of
+//! `rtl_common::agent` and hands batches to the collector by calling [`rtl_agent_publish`], a
+//! no-op exported function the collector uprobes (it copies the bytes with
+//! bpf_probe_read_user). No sockets, files or shared memory: nothing to clean up.
+//!
+//! # Exported symbols
+//! * `rtl_agent_publish(const uint8_t *data, uint64_t len)`: the hand-off (the uprobe target).
+//! * `OnLoad` / `OnUnload`: the HSA tools interface ([`hsa`]).
+//!
+//! # Environment
+//! See [`config`]: `RTL_AGENT_GPU`, `RTL_AGENT_DRAIN_MS`, `RTL_AGENT_WAIT_MS`, `RTL_AGENT_QUIET`,
+//! `RTL_AGENT_DUMP`. Nothing else is read.
+//!
+//! # Never harming the process
+//! * Every `extern "C"` entry (constructor, destructor, fork handlers, TLS/atexit handlers, the
+//!   profiler callback, OnLoad/OnUnload) runs inside `catch_unwind`; the crate is built with
+//!   `panic = "unwind"` (a preloaded library must not abort its host).
+//! * Fixed memory: a bounded lock-free queue and string table ([`publish`]); when the publisher
+//!   falls behind, ops are dropped and counted, application threads never wait.
+//! * The publisher thread blocks every signal, so process-directed signals reach the application.
+//! * Without the API (stock ROCm) one warning is printed and nothing else happens.
+//!
+//! # Shutdown order (why not `atexit`)
+//! The final flush (Disable, which drains pending GPU work, then drain, publish, final counters)
+//! must run while libamdhip64 is still intact. `exit()` runs, in order: (1) the exiting thread's
+//! TLS destructors (`__cxa_thread_atexit_impl`), (2) `atexit`/`__cxa_atexit` handlers in reverse
+//! order of registration, (3) `_dl_fini`: `.fini_array` of every object, dependents first.
+//! The HIP runtime registers its own teardown (C++ static destructors of lazily built singletons)
+//! with `__cxa_atexit` whenever it first builds them, i.e. at an unknown time *after* any agent
+//! constructor ran: a flush registered with `atexit` from the agent's constructor runs after the
+//! runtime has torn itself down (the bug found in an earlier consumer). So the agent flushes from,
+//! whichever comes first:
+//! 1. a TLS destructor registered on the main thread by the constructor: it runs at the very
+//!    start of `exit()` / return from `main`, before every atexit handler, whatever their order;
+//! 2. an `atexit` handler registered when profiling is enabled (after the runtime's init-time
+//!    handlers, so before them; covers `exit()` from another thread);
+//! 3. the `.fini_array` destructor (before libamdhip64's own `.fini_array`: the agent does not
+//!    depend on it; covers dlclose and the remaining paths);
+//! 4. `OnUnload` (HSA tool mode; flushes the queue only, no call into the runtime).
+//! The flush is idempotent. `_exit()`, `quick_exit()` and fatal signals skip all of them.
+//!
+//! # fork
+//! `pthread_atfork`: the child resets the queue, counters and sequence numbers, marks strings
+//! unsent (the collector keys them by pid), and restarts the publisher thread. It does not call
+//! into the runtime inherited from its parent (GPU state does not survive fork); a child still
+//! waiting for libamdhip64 keeps waiting and activates on its own.
+
+use std::ffi::{c_char, c_int, c_void, CStr, OsStr};
+use std::os::unix::ffi::OsStrExt;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering::*};
+use std::sync::OnceLock;
+
+use rtl_common::agent as wire;
+
+pub mod clock;
+pub mod clr;
+pub mod config;
+pub mod hsa;
+pub mod publish;
+
+use config::{Config, GpuMode};
+use publish::INFO;
+
+// ---------------------------------------------------------------------------------------------
+// The hand-off.
+
+/// The collector's uprobe target. A no-op: the collector's eBPF program reads `len` bytes (at
+/// most `AGENT_BATCH_MAX`) at `data` on entry. Written in assembly so that nothing can remove it
+/// or its calls, and so that its first instruction is `push %rbp`, which uprobes emulate without
+/// single-stepping (~0.8 us per hit instead of ~15 us for e.g. a `lea`; measured.md).
+/// Naked functions are never inlined (`#[inline(never)]` is implied and not allowed on them).
+#[cfg(target_arch = "x86_64")]
+#[unsafe(naked)]
+#[unsafe(no_mangle)]
+pub extern "C" fn rtl_agent_publish(data: *const u8, len: u64) {
+    core::arch::naked_asm!("push rbp", "mov rbp, rsp", "pop rbp", "ret")
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+#[unsafe(no_mangle)]
+#[inline(never)]
+pub extern "C" fn rtl_agent_publish(data: *const u8, len: u64) {
+    core::hint::black_box((data, len));
+    std::sync::atomic::compiler_fence(SeqCst);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pure helpers shared with the collector.
+
+/// Appends `add` to a separator-separated list variable (LD_PRELOAD: `':'`, HSA_TOOLS_LIB:
+/// `' '`) without ever dropping what the user set. Unchanged if `add` is already an element
+/// (elements are split on `sep` and ASCII whitespace, as ld.so does for LD_PRELOAD).
+pub fn append_env_list(existing: Option<&str>, add: &str, sep: char) -> String {
+    let add = add.trim();
+    let existing = existing.unwrap_or("");
+    if add.is_empty() {
+        return existing.to_string();
+    }
+    let is_sep = |c: char| c == sep || c.is_ascii_whitespace();
+    if existing.split(is_sep).any(|e| e == add) {
+        return existing.to_string();
+    }
+    let head = existing.trim_end_matches(is_sep);
+    if head.trim_start_matches(is_sep).is_empty() {
+        return add.to_string();
+    }
+    format!("{head}{sep}{add}")
+}
+
+// ---------------------------------------------------------------------------------------------
+// State.
+
+const IDLE: u8 = 0;
+const STARTING: u8 = 1;
+const WAITING: u8 = 2;
+const ACTIVE: u8 = 3;
+const INACTIVE: u8 = 4;
+const DONE: u8 = 5;
+
+static PHASE: AtomicU8 = AtomicU8::new(IDLE);
+static CONFIG: OnceLock<Config> = OnceLock::new();
+/// Futex word: 1 asks the publisher thread to stop.
+static STOP: AtomicU32 = AtomicU32::new(0);
+static THREAD_RUNNING: AtomicBool = AtomicBool::new(false);
+static SHUTDOWN_STARTED: AtomicBool = AtomicBool::new(false);
+static DUPLICATE: AtomicBool = AtomicBool::new(false);
+static ONCE_HOOKS: AtomicBool = AtomicBool::new(false);
+static ONCE_ATEXIT: AtomicBool = AtomicBool::new(false);
+static WARNED_API: AtomicBool = AtomicBool::new(false);
+
+fn config() -> &'static Config {
+    CONFIG.get_or_init(|| Config::from_env().0)
+}
+
+/// One line on stderr, unless RTL_AGENT_QUIET.
+pub(crate) fn say(msg: &str) {
+    if config().quiet {
+        return;
+    }
+    let s = format!("rtl-agent[{}]: {msg}\n", std::process::id());
+    // SAFETY: valid buffer; a short or failed write to stderr is ignored.
+    unsafe { libc::write(2, s.as_ptr() as *const c_void, s.len()) };
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Trigger {
+    Ctor,
+    HsaOnLoad,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Reason {
+    MainThreadExit,
+    Atexit,
+    Fini,
+    HsaOnUnload,
+}
+
+pub(crate) fn is_duplicate() -> bool {
+    DUPLICATE.load(Relaxed)
+}
+
+/// Path of the object this code lives in (None: not found).
+fn own_object() -> Option<(String, usize)> {
+    // SAFETY: dladdr on our own function; the name lives as long as the object.
+    unsafe {
+        let mut info: libc::Dl_info = std::mem::zeroed();
+        if libc::dladdr(rtl_agent_publish as *const c_void, &mut info) == 0 || info.dli_fname.is_null() {
+            return None;
+        }
+        Some((CStr::from_ptr(info.dli_fname).to_string_lossy().into_owned(), info.dli_fbase as usize))
+    }
+}
+
+/// True when this code is in a shared object (the cdylib), false when the rlib was linked
+/// into an executable (the collector uses `append_env_list`): then the agent stays off.
+fn in_shared_object() -> bool {
+    let Some((path, base)) = own_object() else { return false };
+    // SAFETY: getauxval has no preconditions.
+    let exe_phdr = unsafe { libc::getauxval(libc::AT_PHDR) } as usize;
+    let name = path.rsplit('/').next().unwrap_or("");
+    (name.contains(".so")) && !(exe_phdr >= base && exe_phdr < base + 4096)
+}
+
+fn same_file(a: &OsStr, b: &OsStr) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        _ => false,
+    }
+}
+
+/// Whether LD_PRELOAD names this library.
+fn preloaded(own: &str) -> bool {
+    let Some(v) = std::env::var_os("LD_PRELOAD") else { return false };
+    let own_base = own.rsplit('/').next().unwrap_or(own);
+    v.as_bytes()
+        .split(|&c| c == b':' || c.is_ascii_whitespace())
+        .filter(|e| !e.is_empty())
+        .any(|e| {
+            let e = OsStr::from_bytes(e);
+            if e.as_bytes().contains(&b'/') {
+                same_file(e, OsStr::new(own))
+            } else {
+                e.as_bytes() == own_base.as_bytes()
+            }
+        })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Start.
+
+pub(crate) fn start(trigger: Trigger) {
+    if PHASE.compare_exchange(IDLE, STARTING, AcqRel, Acquire).is_err() {
+        return;
+    }
+    if !in_shared_object() {
+        PHASE.store(INACTIVE, Release);
+        return;
+    }
+    publish::PID.store(std::process::id(), Relaxed);
+    let (cfg, warnings) = Config::from_env();
+    let _ = CONFIG.set(cfg);
+    for w in warnings {
+        say(&w);
+    }
+    let cfg = config();
+    if let Some(path) = &cfg.dump {
+        let mut p = path.as_bytes().to_vec();
+        p.push(0);
+        // SAFETY: NUL-terminated path.
+        let fd = unsafe {
+            libc::open(p.as_ptr() as *const c_char, libc::O_WRONLY | libc::O_CREAT | libc::O_APPEND | libc::O_CLOEXEC, 0o644)
+        };
+        if fd < 0 {
+            say(&format!("RTL_AGENT_DUMP: cannot open {path:?}: {}", std::io::Error::last_os_error()));
+        }
+        publish::DUMP_FD.store(fd, Relaxed);
+    }
+    let own = own_object().map(|o| o.0).unwrap_or_default();
+    if preloaded(&own) {
+        INFO.mode.fetch_or(wire::MODE_PRELOAD, Relaxed);
+    }
+    // Another copy of the agent (a different file) already global in this process: stand down.
+    // SAFETY: dlsym with RTLD_DEFAULT.
+    let other = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"rtl_agent_publish".as_ptr()) };
+    if !other.is_null() && other as usize != rtl_agent_publish as *const () as usize {
+        DUPLICATE.store(true, Relaxed);
+        PHASE.store(INACTIVE, Release);
+        return;
+    }
+    match cfg.gpu {
+        GpuMode::None => {
+            INFO.status.store(wire::Status::Disabled as u8, Relaxed);
+            PHASE.store(INACTIVE, Release);
+            publish::publish_meta(0);
+            return;
+        }
+        GpuMode::Hsa => {
+            INFO.source.store(wire::Source::Hsa as u8, Relaxed);
+            INFO.status.store(wire::Status::Unsupported as u8, Relaxed);
+            say("RTL_AGENT_GPU=hsa: HSA signal capture is not in this agent build; no GPU times \
+                 (queues are left alone, the CPU-side trace is unaffected). Use RTL_AGENT_GPU=clr \
+                 with a ROCm whose HIP runtime has hipProfiler*Ext.");
+            PHASE.store(INACTIVE, Release);
+            publish::publish_meta(0);
+            return;
+        }
+        GpuMode::Auto | GpuMode::Clr => {}
+    }
+    install_hooks();
+    // Preloaded: libamdhip64 (a dependency of the program) was initialised before this
+    // constructor, so enable now and miss nothing. Loaded by dlopen (HSA_TOOLS_LIB, inside
+    // hsa_init under the HIP runtime's own initialisation): leave it to the publisher thread.
+    if trigger == Trigger::Ctor && INFO.mode.load(Relaxed) & wire::MODE_PRELOAD != 0 {
+        if let Some((h, name)) = clr::find_loaded_hip() {
+            activate(h, name);
+        }
+    }
+    let _ = PHASE.compare_exchange(STARTING, WAITING, AcqRel, Acquire);
+    if matches!(PHASE.load(Acquire), WAITING | ACTIVE) {
+        spawn_publisher();
+    }
+}
+
+/// Resolves and enables the CLR source on the loaded runtime `h`.
+fn activate(h: *mut c_void, name: &CStr) {
+    let Some(api) = clr::resolve(h) else {
+        INFO.status.store(wire::Status::ApiMissing as u8, Relaxed);
+        PHASE.store(INACTIVE, Release);
+        if !WARNED_API.swap(true, Relaxed) {
+            say(&format!(
+                "{} has no hipProfiler*Ext API (stock ROCm): no GPU timestamps from this process. \
+                 They need a HIP runtime (CLR) built with hip_profiler_ext.h (ROCm 7.13+ nightly or a \
+                 custom build), or HSA mode (rtl-ebpf --gpu hsa). The application runs unchanged; \
+                 the CPU-side trace is complete.",
+                clr::object_path(h, name)
+            ));
+        }
+        publish::publish_meta(0);
+        return;
+    };
+    INFO.source.store(wire::Source::Clr as u8, Relaxed);
+    INFO.profiler_api.store(api.version(), Relaxed);
+    publish::GPU_CLOCK.store(clr::GPU_CLOCK as u8, Relaxed);
+    publish::buffers();
+    // SAFETY: api resolved from the loaded runtime.
+    match unsafe { clr::start(api) } {
+        Ok(a) => {
+            if a.callback {
+                INFO.mode.fetch_or(wire::MODE_CALLBACK, Relaxed);
+            }
+            INFO.status.store(wire::Status::Active as u8, Relaxed);
+            PHASE.store(ACTIVE, Release);
+            if !ONCE_ATEXIT.swap(true, Relaxed) {
+                // SAFETY: a plain function pointer.
+                unsafe { libc::atexit(at_exit) };
+            }
+        }
+        Err(rc) => {
+            INFO.status.store(wire::Status::EnableFailed as u8, Relaxed);
+            PHASE.store(INACTIVE, Release);
+            say(&format!("hipProfilerEnableExt failed (hipError_t {rc}); no GPU timestamps from this process"));
+        }
+    }
+    publish::publish_meta(0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The publisher thread.
+
+fn futex_wait_stop(ms: u64) {
+    let ts = libc::timespec { tv_sec: (ms / 1000) as i64, tv_nsec: ((ms % 1000) * 1_000_000) as i64 };
+    // SAFETY: futex on our own static word with a timeout.
+    unsafe {
+        libc::syscall(libc::SYS_futex, STOP.as_ptr(), libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG, 0u32, &ts as *const _);
+    }
+}
+
+fn wake_publisher() {
+    STOP.store(1, Release);
+    // SAFETY: futex wake on our own static word.
+    unsafe { libc::syscall(libc::SYS_futex, STOP.as_ptr(), libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG, i32::MAX) };
+}
+
+fn spawn_publisher() {
+    THREAD_RUNNING.store(true, Release);
+    // Block every signal in the new thread (set before creation, so there is no window).
+    // SAFETY: plain sigset manipulation.
+    let spawned = unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+        let r = std::thread::Builder::new().name("rtl-agent".into()).stack_size(256 << 10).spawn(|| {
+            let _ = std::panic::catch_unwind(publisher_main);
+            THREAD_RUNNING.store(false, Release);
+        });
+        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+        r
+    };
+    if let Err(e) = spawned {
+        THREAD_RUNNING.store(false, Release);
+        say(&format!("cannot start the publisher thread ({e}); GPU records are published at exit only"));
+    }
+}
+
+fn publisher_main() {
+    let cfg = config();
+    let t0 = clock::monotonic_ns();
+    let mut backoff = 5u64;
+    let mut last_meta = clock::monotonic_ns();
+    if PHASE.load(Acquire) == ACTIVE && clr::FORKED_CHILD.load(Relaxed) {
+        publish::publish_meta(0);
+    }
+    while STOP.load(Acquire) == 0 {
+        match PHASE.load(Acquire) {
+            WAITING => {
+                if let Some((h, name)) = clr::find_loaded_hip() {
+                    activate(h, name);
+                    continue;
+                }
+                if clock::monotonic_ns() - t0 > cfg.wait_ms * 1_000_000 {
+                    INFO.status.store(wire::Status::HipNotLoaded as u8, Relaxed);
+                    if PHASE.compare_exchange(WAITING, INACTIVE, AcqRel, Acquire).is_ok() {
+                        publish::publish_meta(0);
+                    }
+                    break;
+                }
+                futex_wait_stop(backoff);
+                backoff = (backoff * 2).min(250);
+            }
+            ACTIVE => {
+                clr::poll(false);
+                publish::publish_queued(0);
+                let now = clock::monotonic_ns();
+                if now - last_meta >= 1_000_000_000 {
+                    publish::publish_meta(0);
+                    last_meta = now;
+                }
+                futex_wait_stop(cfg.drain_ms);
+            }
+            _ => break,
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shutdown.
+
+pub(crate) fn shutdown(reason: Reason) {
+    if !matches!(PHASE.load(Acquire), WAITING | ACTIVE) || SHUTDOWN_STARTED.swap(true, AcqRel) {
+        return;
+    }
+    wake_publisher();
+    let t0 = clock::monotonic_ns();
+    while THREAD_RUNNING.load(Acquire) && clock::monotonic_ns() - t0 < 2_000_000_000 {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    if PHASE.load(Acquire) == ACTIVE {
+        publish::SHUTTING_DOWN.store(true, Release);
+        if reason != Reason::HsaOnUnload {
+            clr::stop();
+        }
+        publish::publish_queued(0);
+        INFO.status.store(wire::Status::Stopped as u8, Relaxed);
+        publish::publish_meta(wire::BATCH_FINAL);
+    }
+    PHASE.store(DONE, Release);
+}
+
+extern "C" fn at_exit() {
+    let _ = std::panic::catch_unwind(|| shutdown(Reason::Atexit));
+}
+
+unsafe extern "C" fn main_thread_tls_dtor(_: *mut c_void) {
+    let _ = std::panic::catch_unwind(|| shutdown(Reason::MainThreadExit));
+}
+
+extern "C" fn at_fork_child() {
+    let _ = std::panic::catch_unwind(|| {
+        let phase = PHASE.load(Acquire);
+        THREAD_RUNNING.store(false, Relaxed);
+        STOP.store(0, Relaxed);
+        if phase == ACTIVE {
+            clr::FORKED_CHILD.store(true, Relaxed);
+        }
+        publish::reset_in_child();
+        if matches!(phase, WAITING | ACTIVE) && !SHUTDOWN_STARTED.load(Relaxed) {
+            spawn_publisher();
+        }
+    });
+}
+
+extern "C" {
+    fn __cxa_thread_atexit_impl(dtor: unsafe extern "C" fn(*mut c_void), obj: *mut c_void, dso: *mut c_void) -> c_int;
+    static __dso_handle: u8;
+}
+
+fn install_hooks() {
+    if ONCE_HOOKS.swap(true, Relaxed) {
+        return;
+    }
+    // SAFETY: registering plain functions; __dso_handle identifies this object.
+    unsafe {
+        libc::pthread_atfork(None, None, Some(at_fork_child));
+        if clock::gettid() == std::process::id() {
+            let dso = &__dso_handle as *const u8 as *mut c_void;
+            __cxa_thread_atexit_impl(main_thread_tls_dtor, std::ptr::null_mut(), dso);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// ELF constructor and destructor.
+
+extern "C" fn rtl_agent_ctor(_argc: c_int, _argv: *const *const c_char, _envp: *const *const c_char) {
+    let _ = std::panic::catch_unwind(|| start(Trigger::Ctor));
+}
+
+extern "C" fn rtl_agent_dtor() {
+    let _ = std::panic::catch_unwind(|| shutdown(Reason::Fini));
+}
+
+#[used]
+#[unsafe(link_section = ".init_array")]
+static INIT: extern "C" fn(c_int, *const *const c_char, *const *const c_char) = rtl_agent_ctor;
+
+#[used]
+#[unsafe(link_section = ".fini_array")]
+static FINI: extern "C" fn() = rtl_agent_dtor;
+
+#[cfg(test)]
+mod tests {
+    use super::append_env_list as ap;
+
+    #[test]
+    fn env_list_appended_never_overwritten() {
+        let a = "/opt/rtl/librtl_agent.so";
+        assert_eq!(ap(None, a, ':'), a);
+        assert_eq!(ap(Some(""), a, ':'), a);
+        assert_eq!(ap(Some("  "), a, ':'), a);
+        assert_eq!(ap(Some("libjemalloc.so"), a, ':'), format!("libjemalloc.so:{a}"));
+        assert_eq!(ap(Some("x.so:y.so"), a, ':'), format!("x.so:y.so:{a}"));
+        assert_eq!(ap(Some("x.so y.so"), a, ':'), format!("x.so y.so:{a}"));
+        assert_eq!(ap(Some("x.so:"), a, ':'), format!("x.so:{a}"));
+        // Already there: unchanged (no duplicates when run nests).
+        assert_eq!(ap(Some(&format!("{a}:x.so")), a, ':'), format!("{a}:x.so"));
+        assert_eq!(ap(Some(&format!("x.so {a}")), a, ':'), format!("x.so {a}"));
+        // A different agent path is a different element.
+        assert_eq!(ap(Some("/other/librtl_agent.so"), a, ':'), format!("/other/librtl_agent.so:{a}"));
+        // HSA_TOOLS_LIB is space separated.
+        assert_eq!(ap(Some("librocprof-tool.so"), a, ' '), format!("librocprof-tool.so {a}"));
+        assert_eq!(ap(Some("t.so "), a, ' '), format!("t.so {a}"));
+        assert_eq!(ap(Some("x.so"), "", ':'), "x.so");
+    }
+}

@@ -1,0 +1,555 @@
+//! GPU source 1: HIP CLR's built-in profiler (`hipProfiler*Ext`, see
+//! shared/reference/hip-profiler-ext.md), resolved at run time from the libamdhip64 already
+//! loaded in the process.
+//!
+//! * v0.1.0 (`hipProfilerRegisterChunkCallbackExt` present): register the chunk callback, then
+//!   `hipProfilerEnableExt(&start, 0)`. The callback copies what it needs (records, spill lists,
+//!   names) before returning. If registration fails, fall back to draining.
+//! * v0 (`hipProfilerResetExt` present, no callback): `hipProfilerEnableExt()`, then drain with
+//!   `hipProfilerGetRecordsExt` every RTL_AGENT_DRAIN_MS and at exit; Reset (return code checked)
+//!   only when the runtime holds more than `RESET_THRESHOLD` records.
+//! * Draining keeps a cursor (records already consumed) and iterates chunks with the guarded loop
+//!   [`chunk_ranges`]. A record whose GPU work has not finished yet (end time 0) stops the cursor
+//!   until a later drain (bounded by `MAX_STALLS`), so no op is published without its times.
+
+use std::ffi::{c_char, c_void, CStr};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
+use std::sync::Mutex;
+
+use rtl_common::agent::{self as wire, ClockDomain, GpuOp, OpKind, Source};
+
+use crate::publish::{self, counters, record_error};
+
+pub type HipError = i32;
+pub type ChunkCallback = unsafe extern "C" fn(records: *const u8, count: u32, chunk_id: u32, user: *mut c_void);
+
+/// The five entry points (raw; the signature depends on the version).
+#[derive(Clone, Copy, Debug)]
+pub struct Api {
+    pub enable: *const c_void,
+    pub disable: *const c_void,
+    pub get_records: *const c_void,
+    pub reset: Option<*const c_void>,
+    pub register: Option<*const c_void>,
+}
+
+// SAFETY: function addresses.
+unsafe impl Send for Api {}
+unsafe impl Sync for Api {}
+
+impl Api {
+    /// `wire::API_V0_1` when the chunk callback exists, else `wire::API_V0`.
+    pub fn version(&self) -> u8 {
+        if self.register.is_some() {
+            wire::API_V0_1
+        } else {
+            wire::API_V0
+        }
+    }
+}
+
+pub const SYMBOLS: [&CStr; 5] = [
+    c"hipProfilerEnableExt",
+    c"hipProfilerDisableExt",
+    c"hipProfilerGetRecordsExt",
+    c"hipProfilerResetExt",
+    c"hipProfilerRegisterChunkCallbackExt",
+];
+
+/// Sonames tried, in order, with RTLD_NOLOAD: never loads a second copy.
+pub const HIP_LIBS: [&CStr; 5] =
+    [c"libamdhip64.so", c"libamdhip64.so.7", c"libamdhip64.so.6", c"libamdhip64.so.5", c"libamdhip64.so.8"];
+
+/// The handle of an already-loaded libamdhip64 and the name it was found under.
+pub fn find_loaded_hip() -> Option<(*mut c_void, &'static CStr)> {
+    for name in HIP_LIBS {
+        // SAFETY: RTLD_NOLOAD only returns an already-loaded object (taking a reference).
+        let h = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_NOLOAD | libc::RTLD_LAZY) };
+        if !h.is_null() {
+            return Some((h, name));
+        }
+    }
+    None
+}
+
+/// Path of the object that defines `sym` in `handle` (for messages).
+pub fn object_path(handle: *mut c_void, fallback: &CStr) -> String {
+    // SAFETY: dlsym/dladdr on a valid handle; the returned name lives as long as the object.
+    unsafe {
+        for s in [c"hipGetDeviceCount", c"hipLaunchKernel", c"hipProfilerEnableExt"] {
+            let p = libc::dlsym(handle, s.as_ptr());
+            if p.is_null() {
+                continue;
+            }
+            let mut info: libc::Dl_info = std::mem::zeroed();
+            if libc::dladdr(p, &mut info) != 0 && !info.dli_fname.is_null() {
+                return CStr::from_ptr(info.dli_fname).to_string_lossy().into_owned();
+            }
+        }
+    }
+    fallback.to_string_lossy().into_owned()
+}
+
+/// Resolves the API; `None` when Enable, Disable or GetRecords is missing (stock ROCm).
+pub fn resolve(handle: *mut c_void) -> Option<Api> {
+    // SAFETY: dlsym on a valid handle.
+    let sym = |n: &CStr| {
+        let p = unsafe { libc::dlsym(handle, n.as_ptr()) } as *const c_void;
+        (!p.is_null()).then_some(p)
+    };
+    Some(Api {
+        enable: sym(SYMBOLS[0])?,
+        disable: sym(SYMBOLS[1])?,
+        get_records: sym(SYMBOLS[2])?,
+        reset: sym(SYMBOLS[3]),
+        register: sym(SYMBOLS[4]),
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Record layout (256 bytes; see the reference).
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct GpuActivity {
+    pub flags: u64,
+    pub begin_ns: u64,
+    pub end_ns: u64,
+    pub bytes_or_name: u64,
+    pub gpu_op_count: u32,
+    pub _r0: u32,
+    pub next: *const GpuActivity,
+    pub payload: [u32; 10],
+    pub _r1: [u8; 40],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ApiRecord {
+    pub api_name: *const c_char,
+    pub flags: u64,
+    pub thread_id: u64,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub stream: u64,
+    pub _spill_tail: u64,
+    pub memory1: u64,
+    pub memory2: u64,
+    pub size: u64,
+    pub chunk_id: u32,
+    pub _reserved: [u8; 44],
+    pub gpu: GpuActivity,
+}
+
+const _: () = {
+    assert!(std::mem::size_of::<GpuActivity>() == 128);
+    assert!(std::mem::size_of::<ApiRecord>() == 256);
+    assert!(std::mem::offset_of!(ApiRecord, chunk_id) == 80);
+    assert!(std::mem::offset_of!(GpuActivity, next) == 40);
+};
+
+pub const REC_HAS_GPU: u64 = 1;
+/// Longest spill list followed (a graph launch with more nodes is cut and counted).
+pub const MAX_SPILL: u32 = 1 << 20;
+/// GPU times of CLR records: the runtime converts them to its host clock, CLOCK_REALTIME like
+/// the CPU times (hip_profiler_ext.h); the collector gets the domain in every op.
+pub const GPU_CLOCK: ClockDomain = ClockDomain::Realtime;
+
+fn op_from(rec: &ApiRecord, g: &GpuActivity, version: u8, api_name_id: u32, record_index: u64) -> Option<GpuOp> {
+    let raw = (g.flags & 7) as u8;
+    let copy_kind = ((g.flags >> 4) & 0xf) as u8;
+    let op = match raw {
+        0 => OpKind::Dispatch,
+        1 if copy_kind == 12 => OpKind::Memset,
+        1 => OpKind::Copy,
+        2 => OpKind::Barrier,
+        _ => return None,
+    };
+    let mut o = GpuOp {
+        source: Source::Clr as u8,
+        op: op as u8,
+        copy_kind,
+        flags: wire::OP_HAS_CPU_TIMES | wire::OP_HAS_THREAD_HASH | if g.flags & 8 != 0 { wire::OP_IS_GRAPH } else { 0 },
+        cpu_clock: ClockDomain::Realtime as u8,
+        gpu_clock: GPU_CLOCK as u8,
+        device: ((g.flags >> 16) & 0xffff) as u32,
+        queue: ((g.flags >> 32) & 0xffff) as u32,
+        api_name_id,
+        thread_id: rec.thread_id,
+        cpu_start_ns: rec.start_ns,
+        cpu_end_ns: rec.end_ns,
+        gpu_begin_ns: g.begin_ns,
+        gpu_end_ns: g.end_ns,
+        stream: rec.stream,
+        record_index,
+        ..Default::default()
+    };
+    if version >= wire::API_V0_1 {
+        o.chunk_id = rec.chunk_id;
+        o.dst = rec.memory1;
+        o.src = rec.memory2;
+    }
+    let p = &g.payload;
+    match op {
+        OpKind::Dispatch => {
+            o.grid = [p[0], p[1], p[2]];
+            o.block = [p[3], p[4], p[5]];
+            if g.bytes_or_name != 0 {
+                // SAFETY: the runtime's kernel-name C string, valid while the record is.
+                o.kernel_name_id = unsafe {
+                    publish::buffers().strings.intern_c(wire::STR_KERNEL, g.bytes_or_name as *const c_char)
+                };
+            }
+            o.src = 0;
+            o.dst = 0;
+        }
+        OpKind::Copy | OpKind::Memset => {
+            o.bytes = if g.bytes_or_name != 0 { g.bytes_or_name } else if version >= wire::API_V0_1 { rec.size } else { 0 };
+            let src = p[0] as u64 | (p[1] as u64) << 32;
+            let dst = p[2] as u64 | (p[3] as u64) << 32;
+            if src != 0 || dst != 0 {
+                o.src = src;
+                o.dst = dst;
+            }
+        }
+        OpKind::Barrier => {}
+    }
+    Some(o)
+}
+
+/// True when every GPU op of the record has finished (an end time), following the spill list.
+///
+/// # Safety
+/// `rec` is a live profiler record.
+unsafe fn complete(rec: &ApiRecord) -> bool {
+    if rec.flags & REC_HAS_GPU == 0 {
+        return true;
+    }
+    let n = rec.gpu.gpu_op_count.clamp(1, MAX_SPILL);
+    let mut g = rec.gpu;
+    for i in 0..n {
+        if g.end_ns == 0 {
+            return false;
+        }
+        if i + 1 < n {
+            if g.next.is_null() {
+                return true;
+            }
+            g = std::ptr::read_unaligned(g.next);
+        }
+    }
+    true
+}
+
+/// Turns one profiler record into GPU ops (the head op and its spill list) and hands each to
+/// `emit`. Counts records, graph launches and cut spill lists.
+///
+/// # Safety
+/// `rec` points to a live 256-byte profiler record whose spill list and names are live.
+pub unsafe fn convert(rec: *const ApiRecord, version: u8, record_index: u64, emit: &mut dyn FnMut(&GpuOp)) {
+    let r: ApiRecord = std::ptr::read_unaligned(rec);
+    counters().records_seen.fetch_add(1, Relaxed);
+    if r.flags & REC_HAS_GPU == 0 {
+        return;
+    }
+    let declared = r.gpu.gpu_op_count.max(1);
+    let n = declared.min(MAX_SPILL);
+    if declared > 1 {
+        counters().batches_with_spill.fetch_add(1, Relaxed);
+    }
+    if declared > MAX_SPILL {
+        counters().spill_truncated.fetch_add(1, Relaxed);
+    }
+    let api_name_id = publish::buffers().strings.intern_c(wire::STR_API, r.api_name);
+    let mut g = r.gpu;
+    for i in 0..n {
+        match op_from(&r, &g, version, api_name_id, record_index) {
+            Some(mut o) => {
+                o.op_index = i;
+                o.op_count = n;
+                emit(&o);
+            }
+            None => record_error(-1),
+        }
+        if i + 1 < n {
+            if g.next.is_null() {
+                counters().spill_truncated.fetch_add(1, Relaxed);
+                break;
+            }
+            g = std::ptr::read_unaligned(g.next);
+        }
+    }
+}
+
+/// The guarded chunk loop: `(chunk, first_index, len)` for each chunk holding valid records.
+/// Stops when `c * chunk_size >= total_count`, so `total_count - c * chunk_size` never underflows
+/// when `chunk_count * chunk_size` exceeds `total_count` (the last chunk is partial).
+pub fn chunk_ranges(chunk_count: usize, chunk_size: usize, total_count: usize) -> impl Iterator<Item = (usize, usize, usize)> {
+    (0..if chunk_size == 0 { 0 } else { chunk_count }).map_while(move |c| {
+        let start = c.checked_mul(chunk_size)?;
+        if start >= total_count {
+            return None;
+        }
+        Some((c, start, chunk_size.min(total_count - start)))
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Drain (GetRecords) state.
+
+/// Reset the v0 runtime buffer when it holds more records than this.
+pub const RESET_THRESHOLD: usize = 1 << 20;
+/// Drains a record may hold the cursor back waiting for its GPU end time.
+pub const MAX_STALLS: u32 = 50;
+
+#[derive(Debug, Default)]
+pub struct DrainState {
+    /// Records consumed (index into the runtime's current buffer).
+    pub cursor: usize,
+    /// Cumulative records consumed before the last successful Reset (for record_index).
+    pub base: u64,
+    /// Reset failed once: never again (and the cursor is kept).
+    pub reset_disabled: bool,
+    pub stalls: u32,
+    /// GetRecords used the early v0 contiguous form `(const rec** records, size_t* count)`.
+    pub contiguous: bool,
+}
+
+type GetRecordsFn = unsafe extern "C" fn(*mut *const c_void, *mut usize, *mut usize, *mut usize) -> HipError;
+type VoidFn = unsafe extern "C" fn() -> HipError;
+
+/// One GetRecords pass: emits every complete record past the cursor. `final_pass`: emit
+/// incomplete ones too (after Disable, nothing more will complete).
+///
+/// # Safety
+/// `api` holds the runtime's functions.
+pub unsafe fn drain(api: &Api, version: u8, st: &mut DrainState, final_pass: bool, emit: &mut dyn FnMut(&GpuOp)) {
+    let get: GetRecordsFn = std::mem::transmute(api.get_records);
+    let mut chunks: *const c_void = std::ptr::null();
+    let mut chunk_count: usize = 0;
+    // Sentinels: the early v0 contiguous form writes only the first two out-parameters.
+    let mut chunk_size: usize = usize::MAX;
+    let mut total: usize = usize::MAX;
+    let rc = get(&mut chunks, &mut chunk_count, &mut chunk_size, &mut total);
+    if rc != 0 {
+        record_error(rc);
+        return;
+    }
+    if chunk_size == usize::MAX && total == usize::MAX {
+        st.contiguous = true;
+        total = chunk_count;
+        if chunks.is_null() || total == 0 {
+            return;
+        }
+        let recs = chunks as *const ApiRecord;
+        consume(recs, 0, total, version, st, final_pass, emit);
+    } else if !chunks.is_null() {
+        let table = chunks as *const *const ApiRecord;
+        for (c, start, len) in chunk_ranges(chunk_count, chunk_size, total) {
+            if start + len <= st.cursor {
+                continue;
+            }
+            let p = *table.add(c);
+            if p.is_null() {
+                record_error(-2);
+                break;
+            }
+            if !consume(p, start, len, version, st, final_pass, emit) {
+                break;
+            }
+        }
+    }
+    if total < st.cursor {
+        // The runtime's buffer shrank under us (reset by someone else): start over.
+        st.base += st.cursor as u64;
+        st.cursor = 0;
+    }
+    if let Some(reset) = api.reset {
+        if !st.reset_disabled && st.cursor >= RESET_THRESHOLD && st.cursor == total {
+            let reset: VoidFn = std::mem::transmute(reset);
+            let rc = reset();
+            if rc == 0 {
+                st.base += st.cursor as u64;
+                st.cursor = 0;
+            } else {
+                // A failed Reset leaves the records in place: keep the cursor (re-reading from 0
+                // would publish every op twice) and stop trying.
+                record_error(rc);
+                st.reset_disabled = true;
+            }
+        }
+    }
+}
+
+/// Emits records `[max(start, cursor), start+len)` of one chunk; false if it stopped at an
+/// incomplete record.
+unsafe fn consume(
+    p: *const ApiRecord,
+    start: usize,
+    len: usize,
+    version: u8,
+    st: &mut DrainState,
+    final_pass: bool,
+    emit: &mut dyn FnMut(&GpuOp),
+) -> bool {
+    let from = st.cursor.max(start);
+    for i in from..start + len {
+        let rec = p.add(i - start);
+        if !final_pass && !complete(&*rec) {
+            st.stalls += 1;
+            if st.stalls <= MAX_STALLS {
+                return false;
+            }
+        }
+        st.stalls = 0;
+        convert(rec, version, st.base + i as u64, emit);
+        st.cursor = i + 1;
+    }
+    true
+}
+
+// ---------------------------------------------------------------------------------------------
+// The active source.
+
+pub struct Active {
+    pub api: Api,
+    pub version: u8,
+    pub callback: bool,
+    pub drain: Mutex<DrainState>,
+}
+
+static ACTIVE: std::sync::OnceLock<Active> = std::sync::OnceLock::new();
+static CB_SEQ: AtomicU64 = AtomicU64::new(0);
+/// The process forked: the runtime's state belongs to the parent; do not call into it.
+pub static FORKED_CHILD: AtomicBool = AtomicBool::new(false);
+
+pub fn active() -> Option<&'static Active> {
+    ACTIVE.get()
+}
+
+/// The chunk callback: runs on a runtime thread; copies everything before returning.
+unsafe extern "C" fn on_chunk(records: *const u8, count: u32, _chunk_id: u32, _user: *mut c_void) {
+    let _ = std::panic::catch_unwind(|| {
+        if records.is_null() || FORKED_CHILD.load(Relaxed) {
+            return;
+        }
+        let version = ACTIVE.get().map_or(wire::API_V0_1, |a| a.version);
+        let base = CB_SEQ.fetch_add(count as u64, Relaxed);
+        let recs = records as *const ApiRecord;
+        for i in 0..count as usize {
+            convert(recs.add(i), version, base + i as u64, &mut |o| publish::emit(o, false));
+        }
+    });
+}
+
+/// Registers the callback (v0.1.0) and enables profiling. Err: Enable's return code.
+///
+/// # Safety
+/// `api` holds the runtime's functions.
+pub unsafe fn start(api: Api) -> Result<&'static Active, HipError> {
+    let version = api.version();
+    let mut callback = false;
+    if let Some(reg) = api.register {
+        type RegFn = unsafe extern "C" fn(Option<ChunkCallback>, *mut c_void) -> HipError;
+        let reg: RegFn = std::mem::transmute(reg);
+        let rc = reg(Some(on_chunk), std::ptr::null_mut());
+        if rc == 0 {
+            callback = true;
+        } else {
+            record_error(rc);
+        }
+    }
+    let _ = ACTIVE.set(Active { api, version, callback, drain: Mutex::new(DrainState::default()) });
+    let rc = if version >= wire::API_V0_1 {
+        type EnableFn = unsafe extern "C" fn(*mut u64, u64) -> HipError;
+        let en: EnableFn = std::mem::transmute(api.enable);
+        let mut start_id = 0u64;
+        let rc = en(&mut start_id, 0);
+        if rc == 0 {
+            publish::INFO.start_record_id.store(start_id, Relaxed);
+        }
+        rc
+    } else {
+        let en: VoidFn = std::mem::transmute(api.enable);
+        en()
+    };
+    if rc != 0 {
+        record_error(rc);
+        return Err(rc);
+    }
+    Ok(ACTIVE.get().expect("set above"))
+}
+
+/// A periodic drain (no callback). `may_publish`: caller is an agent thread.
+pub fn poll(final_pass: bool) {
+    let Some(a) = ACTIVE.get() else { return };
+    if a.callback || FORKED_CHILD.load(Relaxed) {
+        return;
+    }
+    let Ok(mut st) = a.drain.try_lock() else { return };
+    // SAFETY: the API was resolved from the loaded runtime.
+    unsafe { drain(&a.api, a.version, &mut st, final_pass, &mut |o| publish::emit(o, true)) };
+}
+
+/// Shutdown: Disable (v0.1.0 drains pending GPU work and flushes callback slabs), then a final
+/// GetRecords pass when there is no callback. Return codes checked and counted.
+pub fn stop() {
+    let Some(a) = ACTIVE.get() else { return };
+    if FORKED_CHILD.load(Relaxed) {
+        return;
+    }
+    if !a.callback {
+        poll(false);
+    }
+    // SAFETY: the API was resolved from the loaded runtime.
+    let rc = unsafe {
+        if a.version >= wire::API_V0_1 {
+            type DisableFn = unsafe extern "C" fn(*mut u64) -> HipError;
+            let d: DisableFn = std::mem::transmute(a.api.disable);
+            let mut end = 0u64;
+            d(&mut end)
+        } else {
+            let d: VoidFn = std::mem::transmute(a.api.disable);
+            d()
+        }
+    };
+    if rc != 0 {
+        record_error(rc);
+    }
+    if !a.callback {
+        poll(true);
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    #[test]
+    fn chunk_loop_guard_no_underflow() {
+        // The reviewed bug: 2 chunks of 10 000 with 4 159 valid records; a naive
+        // `total - c * chunk_size` for c = 1 underflows.
+        let r: Vec<_> = chunk_ranges(2, 10_000, 4_159).collect();
+        assert_eq!(r, vec![(0, 0, 4_159)]);
+        let r: Vec<_> = chunk_ranges(3, 10, 25).collect();
+        assert_eq!(r, vec![(0, 0, 10), (1, 10, 10), (2, 20, 5)]);
+        assert_eq!(chunk_ranges(3, 10, 30).count(), 3);
+        assert_eq!(chunk_ranges(5, 10, 0).count(), 0);
+        assert_eq!(chunk_ranges(5, 0, 10).count(), 0, "chunk_size 0: nothing, no division or loop");
+        assert_eq!(chunk_ranges(usize::MAX, usize::MAX / 2, usize::MAX).count(), 3, "no overflow: 3rd chunk holds 1, 4th start overflows and stops");
+        // Exhaustive small cases: never more than total, never past a chunk.
+        for cc in 0..6 {
+            for cs in 0..6 {
+                for total in 0..40 {
+                    let mut n = 0;
+                    for (c, start, len) in chunk_ranges(cc, cs, total) {
+                        assert_eq!(start, c * cs);
+                        assert!(len <= cs && len > 0);
+                        n += len;
+                    }
+                    assert_eq!(n, total.min(cc * cs));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,110 @@
+//! The agent's environment variables. Nothing else in the environment is read or trusted.
+//!
+//! | variable | values | default | meaning |
+//! | --- | --- | --- | --- |
+//! | `RTL_AGENT_GPU` | `auto`, `clr`, `hsa`, `none` | `auto` | GPU source. `auto` and `clr` use hipProfiler*Ext when libamdhip64 has it; `hsa` asks for HSA signal capture (not in this build: warns, no GPU times); `none` turns the agent off. |
+//! | `RTL_AGENT_DRAIN_MS` | 1..=60000 | 100 | Period of the publisher thread: GetRecords drains (no chunk callback) and queue flushes. |
+//! | `RTL_AGENT_WAIT_MS` | 0..=3600000 | 30000 | How long the publisher thread keeps looking for a libamdhip64 loaded after start (dlopen by Python etc.). |
+//! | `RTL_AGENT_QUIET` | `1` | unset | No messages on stderr (status still goes to the collector in the Info record). |
+//! | `RTL_AGENT_DUMP` | a file path | unset | Debugging / tests: also append every published batch to this file (O_APPEND, batches concatenated; `rtl_common::agent::decode_prefix` splits them). |
+//!
+//! A malformed value is reported (unless quiet) and the default is used.
+
+use std::ffi::OsString;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GpuMode {
+    Auto,
+    Clr,
+    Hsa,
+    None,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    pub gpu: GpuMode,
+    pub drain_ms: u64,
+    pub wait_ms: u64,
+    pub quiet: bool,
+    pub dump: Option<OsString>,
+}
+
+pub const DEFAULT_DRAIN_MS: u64 = 100;
+pub const DEFAULT_WAIT_MS: u64 = 30_000;
+
+impl Default for Config {
+    fn default() -> Self {
+        Config { gpu: GpuMode::Auto, drain_ms: DEFAULT_DRAIN_MS, wait_ms: DEFAULT_WAIT_MS, quiet: false, dump: None }
+    }
+}
+
+fn num(name: &str, v: &str, lo: u64, hi: u64, warnings: &mut Vec<String>) -> Option<u64> {
+    match v.trim().parse::<u64>() {
+        Ok(n) if (lo..=hi).contains(&n) => Some(n),
+        _ => {
+            warnings.push(format!("{name}={v:?} is not a number in {lo}..={hi}; using the default"));
+            None
+        }
+    }
+}
+
+impl Config {
+    /// Parses the agent's variables through `get`; returns the config and warnings to print.
+    pub fn parse(get: impl Fn(&str) -> Option<OsString>) -> (Config, Vec<String>) {
+        let mut c = Config::default();
+        let mut w = Vec::new();
+        let s = |k: &str| get(k).map(|v| v.to_string_lossy().into_owned());
+        if let Some(v) = s("RTL_AGENT_GPU") {
+            c.gpu = match v.trim().to_ascii_lowercase().as_str() {
+                "" | "auto" => GpuMode::Auto,
+                "clr" => GpuMode::Clr,
+                "hsa" => GpuMode::Hsa,
+                "none" | "off" => GpuMode::None,
+                _ => {
+                    w.push(format!("RTL_AGENT_GPU={v:?} is not auto|clr|hsa|none; using auto"));
+                    GpuMode::Auto
+                }
+            };
+        }
+        if let Some(v) = s("RTL_AGENT_DRAIN_MS") {
+            c.drain_ms = num("RTL_AGENT_DRAIN_MS", &v, 1, 60_000, &mut w).unwrap_or(DEFAULT_DRAIN_MS);
+        }
+        if let Some(v) = s("RTL_AGENT_WAIT_MS") {
+            c.wait_ms = num("RTL_AGENT_WAIT_MS", &v, 0, 3_600_000, &mut w).unwrap_or(DEFAULT_WAIT_MS);
+        }
+        if let Some(v) = s("RTL_AGENT_QUIET") {
+            c.quiet = !matches!(v.trim(), "" | "0");
+        }
+        c.dump = get("RTL_AGENT_DUMP").filter(|v| !v.is_empty());
+        (c, w)
+    }
+
+    pub fn from_env() -> (Config, Vec<String>) {
+        Self::parse(|k| std::env::var_os(k))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn parse(kv: &[(&str, &str)]) -> (Config, Vec<String>) {
+        let m: HashMap<String, OsString> = kv.iter().map(|(k, v)| (k.to_string(), OsString::from(v))).collect();
+        Config::parse(|k| m.get(k).cloned())
+    }
+
+    #[test]
+    fn defaults_and_values() {
+        assert_eq!(parse(&[]).0, Config::default());
+        let (c, w) = parse(&[("RTL_AGENT_GPU", "HSA"), ("RTL_AGENT_DRAIN_MS", "5"), ("RTL_AGENT_QUIET", "1"), ("RTL_AGENT_DUMP", "/tmp/x")]);
+        assert!(w.is_empty());
+        assert_eq!(c.gpu, GpuMode::Hsa);
+        assert_eq!(c.drain_ms, 5);
+        assert!(c.quiet);
+        assert_eq!(c.dump.as_deref(), Some(std::ffi::OsStr::new("/tmp/x")));
+        let (c, w) = parse(&[("RTL_AGENT_GPU", "cuda"), ("RTL_AGENT_DRAIN_MS", "0"), ("RTL_AGENT_WAIT_MS", "x"), ("RTL_AGENT_QUIET", "0")]);
+        assert_eq!(w.len(), 3);
+        assert_eq!(c, Config::default());
+    }
+}
