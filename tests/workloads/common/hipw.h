@@ -16,6 +16,8 @@ extern "C" {
 hipError_t w_hipGetDeviceCount(int *count);
 hipError_t w_hipSetDevice(int device);
 hipError_t w_hipGetLastError(const char *purpose);
+/* "ret" is the returned char pointer as an integer; "error" the code passed. */
+const char *w_hipGetErrorString(hipError_t error);
 hipError_t w_hipMalloc(void **ptr, size_t size);
 hipError_t w_hipFree(void *ptr);
 hipError_t w_hipHostMalloc(void **ptr, size_t size, unsigned int flags);
@@ -80,11 +82,21 @@ hipError_t w_hipGraphLaunch(hipGraphExec_t exec, hipStream_t stream);
 hipError_t w_hipGraphExecDestroy(hipGraphExec_t exec);
 hipError_t w_hipGraphDestroy(hipGraph_t graph);
 
-/* Records a launch made with <<<>>> (or hipLaunchKernelGGL) in hipcc-compiled code:
- * the caller clears the last error with w_hipGetLastError("clear"), takes t0, launches,
- * takes t1 and passes them here; this reads hipGetLastError() (the launch's result),
- * writes the "hipLaunchKernel" record ("via":"chevron", ret = that error) and then the
- * "hipGetLastError" record ("purpose":"chevron_ret"). */
+/* Launches made with <<<>>> (or hipLaunchKernelGGL) in hipcc-compiled code, in this order:
+ *     w_hipGetLastError("clear"); w_chevron_begin(); t0 = wl_now_ns();
+ *     K<<<grid, block, shmem, stream>>>(...);
+ *     t1 = wl_now_ns(); w_record_chevron(handle, grid, block, shmem, stream, "K", t0, t1);
+ * The program's __hipPushCallConfiguration/__hipPopCallConfiguration calls go through
+ * the recording definitions in chevron.c (linked into hipcc-built workloads only),
+ * which tell w_chevron_note_push/pop what happened.  w_record_chevron then reads
+ * hipGetLastError() (the launch's result) and, only if the push succeeded (so the
+ * kernel stub really called hipLaunchKernel), writes a "hipLaunchKernel" record
+ * ("via":"chevron", start_ns = end of the pop, end_ns = t1, ret = that error); in
+ * every case it then writes the "hipGetLastError" record ("purpose":"chevron_ret").
+ * Returns the launch's error, or the push's error when there was no launch. */
+void w_chevron_begin(void);
+void w_chevron_note_push(hipError_t r);
+void w_chevron_note_pop(hipError_t r, uint64_t t_end);
 hipError_t w_record_chevron(const void *func, dim3 grid, dim3 block, size_t shmem, hipStream_t stream,
                             const char *kernel, uint64_t t0, uint64_t t1);
 
