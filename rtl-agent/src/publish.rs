@@ -471,7 +471,7 @@ fn hand_off(bytes: &[u8]) {
 }
 
 fn new_writer(buf: &mut [u8]) -> BatchWriter<'_> {
-    BatchWriter::new(buf, PID.load(Relaxed), BATCH_SEQ.fetch_add(1, Relaxed)).expect("buffer holds a header")
+    BatchWriter::new(buf, PID.load(Relaxed), 0).expect("buffer holds a header")
 }
 
 /// Publishes every queued op (with the strings they need, before them). Returns ops published.
@@ -515,7 +515,7 @@ pub fn publish_queued(flags: u32) -> usize {
             break;
         }
         let last = pending.is_none() && b.queue.len() == 0;
-        let bytes = w.finish(if last { flags } else { 0 });
+        let bytes = w.finish_seq(if last { flags } else { 0 }, Some(BATCH_SEQ.fetch_add(1, Relaxed)));
         hand_off(bytes);
         if last {
             break;
@@ -533,7 +533,7 @@ pub fn publish_meta(flags: u32) {
     let gpu = ClockDomain::from_u8(GPU_CLOCK.load(Relaxed)).unwrap_or(ClockDomain::Unknown);
     w.push_clock(&crate::clock::sync(gpu));
     w.push_counters(&counters().snapshot());
-    let bytes = w.finish(flags);
+    let bytes = w.finish_seq(flags, Some(BATCH_SEQ.fetch_add(1, Relaxed)));
     hand_off(bytes);
 }
 

@@ -745,11 +745,20 @@ impl<'a> BatchWriter<'a> {
 
     /// Completes the header; returns the batch's bytes.
     pub fn finish(self, flags: u32) -> &'a [u8] {
+        self.finish_seq(flags, None)
+    }
+
+    /// Completes the header, setting `batch_seq` now when given (a publisher numbers only the
+    /// batches it actually hands over); returns the batch's bytes.
+    pub fn finish_seq(self, flags: u32, batch_seq: Option<u64>) -> &'a [u8] {
         let BatchWriter { buf, len, count } = self;
         let mut h: BatchHeader = read(buf, 0).unwrap_or_default();
         h.total_len = len as u32;
         h.record_count = count;
         h.flags = flags;
+        if let Some(s) = batch_seq {
+            h.batch_seq = s;
+        }
         buf[..size_of::<BatchHeader>()].copy_from_slice(as_bytes(&h));
         &buf[..len]
     }
