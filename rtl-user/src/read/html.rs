@@ -1,0 +1,166 @@
+//! `summary --html`: one self-contained page (inline CSS and SVG, no script, no network) with a
+//! GPU-busy timeline per device and the top-kernel bar chart, plus the summary tables.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+
+use super::summary::{dur, Summary};
+
+fn esc(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => o.push_str("&amp;"),
+            '<' => o.push_str("&lt;"),
+            '>' => o.push_str("&gt;"),
+            '"' => o.push_str("&quot;"),
+            '\'' => o.push_str("&#39;"),
+            c => o.push(c),
+        }
+    }
+    o
+}
+
+fn clip(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        s.chars().take(n - 1).collect::<String>() + "…"
+    }
+}
+
+const PALETTE: &[&str] = &["#3b82f6", "#ef4444", "#10b981", "#f59e0b", "#8b5cf6", "#ec4899", "#14b8a6", "#f97316"];
+
+fn timeline_svg(s: &Summary) -> String {
+    let (w, lane_h, gap, left) = (1000.0, 46.0, 14.0, 90.0);
+    let n = s.busy.len().max(1) as f64;
+    let h = n * (lane_h + gap) + 30.0;
+    let mut o = String::new();
+    let _ = write!(o, r#"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {} {h}" width="100%" role="img" aria-label="GPU busy timeline">"#, w + left + 10.0);
+    for (i, d) in s.busy.iter().enumerate() {
+        let y0 = i as f64 * (lane_h + gap) + 5.0;
+        let color = PALETTE[i % PALETTE.len()];
+        let _ = write!(o, r#"<text x="0" y="{}" class="lbl">GPU {}</text>"#, y0 + lane_h / 2.0 - 2.0, d.gpu);
+        let _ = write!(o, r#"<text x="0" y="{}" class="sub">{:.1}% busy</text>"#, y0 + lane_h / 2.0 + 12.0, d.busy_pct);
+        let _ = write!(o, r##"<rect x="{left}" y="{y0}" width="{w}" height="{lane_h}" fill="#f3f4f6"/>"##);
+        let nb = d.timeline.len().max(1) as f64;
+        let bw = w / nb;
+        // One path: a column per bin, height = busy fraction.
+        let mut p = String::new();
+        for (b, f) in d.timeline.iter().enumerate() {
+            if *f <= 0.0 {
+                continue;
+            }
+            let x = left + b as f64 * bw;
+            let bh = f * lane_h;
+            let _ = write!(p, "M{x:.2} {:.2}h{:.2}v{bh:.2}h-{:.2}z", y0 + lane_h - bh, bw, bw);
+        }
+        let _ = write!(o, r#"<path d="{p}" fill="{color}"><title>GPU {}: {} busy of {}</title></path>"#, d.gpu, dur(d.busy_ns), dur(d.wall_ns));
+    }
+    let y = n * (lane_h + gap) + 18.0;
+    let span = s.gpu_last_ns - s.gpu_first_ns;
+    for k in 0..=4 {
+        let x = left + w * k as f64 / 4.0;
+        let anchor = match k {
+            0 => "start",
+            4 => "end",
+            _ => "middle",
+        };
+        let _ = write!(o, r#"<text x="{x}" y="{y}" class="sub" text-anchor="{anchor}">{}</text>"#, esc(&dur(span * k / 4)));
+    }
+    o.push_str("</svg>");
+    o
+}
+
+fn kernels_svg(s: &Summary) -> String {
+    let rows = &s.ops;
+    let (bar_h, gap, label_w, w) = (20.0, 6.0, 420.0, 560.0);
+    let h = rows.len().max(1) as f64 * (bar_h + gap) + 10.0;
+    let max = rows.iter().map(|r| r.stat.sum).max().unwrap_or(1).max(1) as f64;
+    let mut o = String::new();
+    let _ = write!(o, r#"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {} {h}" width="100%" role="img" aria-label="Top kernels by total GPU time">"#, label_w + w + 150.0);
+    for (i, r) in rows.iter().enumerate() {
+        let y = i as f64 * (bar_h + gap) + 5.0;
+        let bw = (r.stat.sum as f64 / max * w).max(1.0);
+        let _ = write!(o, r#"<text x="{}" y="{}" class="lbl" text-anchor="end">{}</text>"#, label_w - 8.0, y + bar_h * 0.72, esc(&clip(&r.name, 60)));
+        let _ = write!(
+            o,
+            r##"<rect x="{label_w}" y="{y}" width="{bw:.1}" height="{bar_h}" fill="#3b82f6"><title>{}: {} calls, {} total, {:.1}% of GPU time</title></rect>"##,
+            esc(&r.name),
+            r.stat.count,
+            esc(&dur(r.stat.sum)),
+            r.pct_gpu_time
+        );
+        let _ = write!(o, r#"<text x="{}" y="{}" class="sub">{} ({:.1}%)</text>"#, label_w + bw + 6.0, y + bar_h * 0.72, esc(&dur(r.stat.sum)), r.pct_gpu_time);
+    }
+    o.push_str("</svg>");
+    o
+}
+
+/// Renders the report page.
+pub fn render(s: &Summary) -> String {
+    let mut o = String::new();
+    o.push_str("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>rtl-ebpf summary</title><style>\n");
+    o.push_str(
+        "body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#111827;max-width:1200px}\
+         h1{font-size:20px}h2{font-size:16px;margin-top:28px}table{border-collapse:collapse;font-size:13px}\
+         td,th{padding:3px 10px;border-bottom:1px solid #e5e7eb;text-align:right}td:first-child,th:first-child{text-align:left}\
+         .lbl{font-size:12px;fill:#111827}.sub{font-size:11px;fill:#6b7280}.meta{color:#6b7280;font-size:13px}\n",
+    );
+    o.push_str("</style></head><body>\n");
+    let _ = write!(o, "<h1>rtl-ebpf trace summary</h1><p class=\"meta\">{}<br>span {} &middot; {} API calls &middot; {} GPU ops ({} GPU time) &middot; {} roctx markers</p>",
+        esc(&s.source), esc(&dur(s.last_ns - s.first_ns)), s.api_calls, s.gpu_ops, esc(&dur(s.gpu_time_ns)), s.markers);
+    o.push_str("<h2>GPU busy over time</h2>");
+    if s.busy.is_empty() {
+        o.push_str("<p>No GPU ops in this trace.</p>");
+    } else {
+        o.push_str(&timeline_svg(s));
+    }
+    o.push_str("<h2>Top kernels by total GPU time</h2>");
+    if s.ops.is_empty() {
+        o.push_str("<p>No GPU ops in this trace.</p>");
+    } else {
+        o.push_str(&kernels_svg(s));
+    }
+    // Tables.
+    o.push_str("<h2>GPU busy per device and queue</h2><table><tr><th>device / queue</th><th>ops</th><th>busy</th><th>busy %</th></tr>");
+    for d in &s.busy {
+        let _ = write!(o, "<tr><td><b>GPU {}</b></td><td>{}</td><td>{}</td><td>{:.1}%</td></tr>", d.gpu, d.ops, esc(&dur(d.busy_ns)), d.busy_pct);
+        for q in &d.queues {
+            let _ = write!(o, "<tr><td>&nbsp;&nbsp;queue {}</td><td>{}</td><td>{}</td><td>{:.1}%</td></tr>", q.queue, q.ops, esc(&dur(q.busy_ns)), q.busy_pct);
+        }
+    }
+    o.push_str("</table>");
+    o.push_str("<h2>Top HIP APIs</h2><table><tr><th>api</th><th>calls</th><th>total</th><th>mean</th><th>max</th><th>errors</th><th>unclosed</th></tr>");
+    for a in &s.apis {
+        let mean = if a.stat.count > 0 { a.stat.sum / a.stat.count } else { 0 };
+        let _ = write!(o, "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&a.name), a.stat.count, esc(&dur(a.stat.sum)), esc(&dur(mean)), esc(&dur(a.stat.max)), a.errors, a.unclosed);
+    }
+    o.push_str("</table>");
+    o.push_str("<h2>Processes</h2><table><tr><th>pid</th><th>API calls</th><th>API time</th><th>GPU ops</th><th>GPU time</th><th>command</th></tr>");
+    for p in &s.processes {
+        let cmd = p.cmdline.clone().filter(|c| !c.is_empty()).or_else(|| p.exe.clone()).unwrap_or_default();
+        let _ = write!(o, "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td style=\"text-align:left\">{}</td></tr>",
+            p.pid, p.api.count, esc(&dur(p.api.sum)), p.gpu_ops, esc(&dur(p.gpu_time_ns)), esc(&clip(&cmd, 100)));
+    }
+    o.push_str("</table>");
+    if let Some(l) = &s.launch_latency {
+        let _ = write!(o, "<h2>Launch latency</h2><p>API entry &rarr; GPU start over {} ops: p50 {} &middot; p90 {} &middot; p99 {} (min {}, max {})</p>",
+            l.count, esc(&dur(l.p50)), esc(&dur(l.p90)), esc(&dur(l.p99)), esc(&dur(l.min)), esc(&dur(l.max)));
+    }
+    let _ = write!(o, "<h2>Lost or incomplete data</h2><p>GPU ops without an API link: {} &middot; unclosed API calls: {} &middot; API errors: {}",
+        s.unlinked_gpu_ops, s.unclosed_apis, s.api_errors);
+    for (k, v) in &s.dropped {
+        let _ = write!(o, " &middot; {}: {}", esc(k), esc(v));
+    }
+    o.push_str("</p></body></html>\n");
+    o
+}
+
+/// Writes the report page to `path`.
+pub fn write_report(s: &Summary, path: &Path) -> Result<()> {
+    std::fs::write(path, render(s)).with_context(|| format!("{}: cannot write the HTML report", path.display()))
+}

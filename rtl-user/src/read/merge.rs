@@ -1,0 +1,383 @@
+//! `rtl-ebpf merge -o OUT.db A.db B.db ...`: one trace from several (runs, processes, nodes).
+//!
+//! Every row of every table is kept. Ids are remapped by offsets (API, op), strings are
+//! de-duplicated through a dictionary (`rocpd_string`, `rocpd_ustring`), correlation ids are
+//! shifted so they stay unique. With `out_host_tag`, each distinct host gets RPD's multi-node
+//! numbering (pid + node * pid_stride, gpuId + node * gpu_stride, as `rocpd_metadata`'s
+//! `pid_stride` / `gpu_stride` say) and its timestamps are moved onto the first host's
+//! CLOCK_MONOTONIC through `realtime_minus_monotonic_ns`. Each input's metadata is kept under
+//! `input<N>.<tag>`, with `input<N>.path` / `input<N>.hostname` and the offsets applied.
+//!
+//! All of it is SQL (`INSERT ... SELECT` from the attached input), one transaction per input;
+//! the output is written to a temporary file renamed into place at the end.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
+
+use crate::trace::{migrate, schema};
+
+/// RPD's multi-node strides (also written into the output's metadata).
+pub const PID_STRIDE: i64 = 10_000_000;
+pub const GPU_STRIDE: i64 = 1000;
+
+/// Tables copied, in order.
+pub const MERGED_TABLES: &[&str] = &[
+    "rocpd_string",
+    "rocpd_ustring",
+    "rocpd_api",
+    "rocpd_op",
+    "rocpd_api_ops",
+    "rocpd_kernelapi",
+    "rocpd_copyapi",
+    "rocpd_monitor",
+    "rocpd_counter",
+    "rocpd_stackframe",
+    "rtl_api",
+    "rtl_process",
+    "rtl_library",
+    "rocpd_metadata",
+];
+
+/// What happened to one input.
+#[derive(Debug, Clone, Default)]
+pub struct MergedInput {
+    pub path: PathBuf,
+    pub hostname: String,
+    pub node: i64,
+    pub pid_offset: i64,
+    pub gpu_offset: i64,
+    pub time_shift_ns: i64,
+    pub api_id_offset: i64,
+    pub op_id_offset: i64,
+    pub correlation_offset: i64,
+    /// Rows per table in this input.
+    pub rows: BTreeMap<String, i64>,
+}
+
+/// Result of [`merge`].
+#[derive(Debug, Clone, Default)]
+pub struct MergeStats {
+    pub inputs: Vec<MergedInput>,
+    /// Rows per table in the output.
+    pub rows: BTreeMap<String, i64>,
+    /// rtl_process rows whose pid another input already had (taken as the same process: first /
+    /// last seen widened). Use `out_host_tag` for inputs from different hosts.
+    pub processes_combined: i64,
+    /// References to strings missing from their input's string table (mapped to '').
+    pub dangling_strings: i64,
+}
+
+fn meta(c: &Connection, tag: &str) -> Result<Option<String>> {
+    Ok(c.query_row(
+        "SELECT CAST(value AS TEXT) FROM rocpd_metadata WHERE tag = ?1 ORDER BY id DESC LIMIT 1",
+        [tag],
+        |r| r.get(0),
+    )
+    .optional()?
+    .flatten())
+}
+
+/// Makes `path` readable as a current-schema trace: validates, migrates in place, or (read-only
+/// file needing migration) migrates a temporary copy, returned second to be removed afterwards.
+fn prepare(path: &Path) -> Result<(PathBuf, Option<PathBuf>, String, Option<i64>)> {
+    migrate::check_file(path)?;
+    let c = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .with_context(|| format!("{}: cannot open as SQLite", path.display()))?;
+    let report = migrate::check(&c)?;
+    let mut use_path = path.to_path_buf();
+    let mut tmp = None;
+    if report.changed() {
+        drop(c);
+        match Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_WRITE) {
+            Ok(rw) if !rw.is_readonly(rusqlite::DatabaseName::Main).unwrap_or(true) => {
+                migrate::migrate(&rw)?;
+            }
+            _ => {
+                let t = std::env::temp_dir().join(format!(
+                    "rtl-merge-{}-{}.db",
+                    std::process::id(),
+                    path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default()
+                ));
+                std::fs::copy(path, &t)?;
+                migrate::migrate(&Connection::open(&t)?)
+                    .with_context(|| format!("{} (read-only; migrated in a temporary copy)", path.display()))?;
+                use_path = t.clone();
+                tmp = Some(t);
+            }
+        }
+    }
+    let c = Connection::open_with_flags(&use_path, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+    let host = meta(&c, "hostname")?
+        .or(meta(&c, "host")?)
+        .or(meta(&c, "node")?)
+        .unwrap_or_default();
+    let rmm = meta(&c, "realtime_minus_monotonic_ns")?.and_then(|v| v.trim().parse::<i64>().ok());
+    Ok((use_path, tmp, host, rmm))
+}
+
+fn count(c: &Connection, table: &str) -> Result<i64> {
+    Ok(c.query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))?)
+}
+
+/// Merges `inputs` into a new trace `out` (replaced if it exists).
+pub fn merge(inputs: &[PathBuf], out: &Path, out_host_tag: bool) -> Result<MergeStats> {
+    if inputs.is_empty() {
+        bail!("merge: no input traces given");
+    }
+    let out_abs = std::path::absolute(out).unwrap_or_else(|_| out.to_path_buf());
+    for i in inputs {
+        let a = std::fs::canonicalize(i).unwrap_or_else(|_| i.clone());
+        if a == std::fs::canonicalize(&out_abs).unwrap_or(out_abs.clone()) {
+            bail!("merge: the output {} is also an input", out.display());
+        }
+    }
+    // Validate and migrate every input before writing anything.
+    let mut prepared = vec![];
+    for p in inputs {
+        prepared.push(prepare(p)?);
+    }
+    let cleanup = |prepared: &Vec<(PathBuf, Option<PathBuf>, String, Option<i64>)>| {
+        for (_, t, _, _) in prepared {
+            if let Some(t) = t {
+                let _ = std::fs::remove_file(t);
+            }
+        }
+    };
+    let tmp = out_abs.with_file_name(format!(
+        ".{}.merging",
+        out_abs.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_else(|| "out".into())
+    ));
+    let _ = std::fs::remove_file(&tmp);
+    let res = (|| -> Result<MergeStats> {
+        let c = Connection::open(&tmp).with_context(|| format!("{}: cannot create", tmp.display()))?;
+        c.execute_batch(
+            "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA temp_store = MEMORY; PRAGMA cache_size = -262144;",
+        )?;
+        c.execute_batch(schema::TABLES)?;
+        c.execute_batch(schema::SEED)?;
+        c.execute_batch(
+            "CREATE TEMP TABLE sdict (string TEXT PRIMARY KEY, id INTEGER NOT NULL);
+             CREATE TEMP TABLE udict (string TEXT PRIMARY KEY, id INTEGER NOT NULL);
+             INSERT INTO sdict VALUES ('', 1); INSERT INTO udict VALUES ('', 1);",
+        )?;
+        let mut stats = MergeStats::default();
+        let mut hosts: Vec<String> = vec![];
+        let ref_rmm = prepared.first().and_then(|p| p.3);
+        let ref_host = prepared.first().map(|p| p.2.clone()).unwrap_or_default();
+        for (i, (path, _, host, rmm)) in prepared.iter().enumerate() {
+            let node = match hosts.iter().position(|h| h == host) {
+                Some(n) => n,
+                None => {
+                    hosts.push(host.clone());
+                    hosts.len() - 1
+                }
+            } as i64;
+            let (poff, goff) = if out_host_tag { (node * PID_STRIDE, node * GPU_STRIDE) } else { (0, 0) };
+            let shift = match (out_host_tag, *host != ref_host, rmm, ref_rmm) {
+                (true, true, Some(r), Some(r0)) => r - r0,
+                _ => 0,
+            };
+            c.execute("ATTACH DATABASE ?1 AS src", [path.to_string_lossy()])?;
+            let mut inp = MergedInput {
+                path: inputs[i].clone(),
+                hostname: host.clone(),
+                node,
+                pid_offset: poff,
+                gpu_offset: goff,
+                time_shift_ns: shift,
+                ..Default::default()
+            };
+            for t in MERGED_TABLES {
+                inp.rows.insert(t.to_string(), count(&c, &format!("src.{t}"))?);
+            }
+            let mut step = || -> Result<(i64, i64)> {
+                c.execute_batch("BEGIN")?;
+                let max = |sql: &str| -> Result<i64> { Ok(c.query_row(sql, [], |r| r.get::<_, Option<i64>>(0))?.unwrap_or(0)) };
+                inp.api_id_offset = max("SELECT max(id) FROM main.rocpd_api")?;
+                inp.op_id_offset = max("SELECT max(id) FROM main.rocpd_op")?;
+                inp.correlation_offset =
+                    max("SELECT max(x) FROM (SELECT max(correlation_id) x FROM main.rocpd_api UNION ALL SELECT max(correlation_id) FROM main.rocpd_op)")?;
+                // String dictionaries and the old -> new id maps of this input.
+                c.execute_batch(
+                    "DROP TABLE IF EXISTS temp.smap; DROP TABLE IF EXISTS temp.umap;
+                     CREATE TEMP TABLE smap (old INTEGER PRIMARY KEY, new INTEGER NOT NULL);
+                     CREATE TEMP TABLE umap (old INTEGER PRIMARY KEY, new INTEGER NOT NULL);",
+                )?;
+                for (tab, dict, map) in [("rocpd_string", "sdict", "smap"), ("rocpd_ustring", "udict", "umap")] {
+                    let before = max(&format!("SELECT max(id) FROM main.{tab}"))?;
+                    c.execute_batch(&format!(
+                        "INSERT INTO main.{tab} (string)
+                             SELECT s FROM (SELECT DISTINCT coalesce(string, '') AS s FROM src.{tab})
+                             WHERE s NOT IN (SELECT string FROM temp.{dict});
+                         INSERT OR IGNORE INTO temp.{dict} (string, id) SELECT string, id FROM main.{tab} WHERE id > {before};
+                         INSERT INTO temp.{map} (old, new)
+                             SELECT s.id, d.id FROM src.{tab} s JOIN temp.{dict} d ON d.string = coalesce(s.string, '');"
+                    ))?;
+                }
+                let dangling: i64 = c.query_row(
+                    "SELECT (SELECT count(*) FROM src.rocpd_api WHERE apiName_id NOT IN (SELECT old FROM temp.smap))
+                          + (SELECT count(*) FROM src.rocpd_op WHERE description_id NOT IN (SELECT old FROM temp.smap)
+                                                               OR opType_id NOT IN (SELECT old FROM temp.smap))",
+                    [],
+                    |r| r.get(0),
+                )?;
+                let s = |col: &str| format!("coalesce((SELECT new FROM temp.smap WHERE old = {col}), 1)");
+                let u = |col: &str| format!("coalesce((SELECT new FROM temp.umap WHERE old = {col}), 1)");
+                let corr = |col: &str| format!("CASE WHEN {col} != 0 THEN {col} + :coff ELSE 0 END");
+                let aoff = inp.api_id_offset;
+                let ooff = inp.op_id_offset;
+                let coff = inp.correlation_offset;
+                let named = |sql: String| -> Result<()> {
+                    let mut st = c.prepare(&sql)?;
+                    let mut p: Vec<(&str, &dyn rusqlite::ToSql)> = vec![];
+                    for (k, v) in [(":aoff", &aoff), (":ooff", &ooff), (":coff", &coff), (":poff", &poff), (":goff", &goff), (":shift", &shift)] {
+                        if sql.contains(k) {
+                            p.push((k, v as &dyn rusqlite::ToSql));
+                        }
+                    }
+                    st.execute(p.as_slice())?;
+                    Ok(())
+                };
+                named(format!(
+                    "INSERT INTO main.rocpd_api (id, pid, tid, start, end, apiName_id, category_id, domain_id, args_id, correlation_id)
+                     SELECT id + :aoff, pid + :poff, tid + :poff, start + :shift, end + :shift, {}, {}, {}, {}, {} FROM src.rocpd_api ORDER BY id",
+                    s("apiName_id"), s("category_id"), s("domain_id"), u("args_id"), corr("correlation_id")
+                ))?;
+                named(format!(
+                    "INSERT INTO main.rocpd_op (id, gpuId, queueId, sequenceId, start, end, description_id, opType_id, correlation_id)
+                     SELECT id + :ooff, CASE WHEN gpuId >= 0 THEN gpuId + :goff ELSE gpuId END,
+                            CASE WHEN gpuId < 0 AND queueId > 0 THEN queueId + :poff ELSE queueId END,
+                            coalesce(sequenceId, 0), start + :shift, end + :shift, {}, {}, {} FROM src.rocpd_op ORDER BY id",
+                    s("description_id"), s("opType_id"), corr("correlation_id")
+                ))?;
+                named("INSERT INTO main.rocpd_api_ops (api_id, op_id) SELECT api_id + :aoff, op_id + :ooff FROM src.rocpd_api_ops ORDER BY id".into())?;
+                named(format!(
+                    "INSERT INTO main.rocpd_kernelapi (api_ptr_id, stream, gridX, gridY, gridZ, workgroupX, workgroupY, workgroupZ,
+                                                       groupSegmentSize, privateSegmentSize, kernelName_id)
+                     SELECT api_ptr_id + :aoff, coalesce(stream, ''), gridX, gridY, gridZ, workgroupX, workgroupY, workgroupZ,
+                            coalesce(groupSegmentSize, 0), coalesce(privateSegmentSize, 0), {} FROM src.rocpd_kernelapi",
+                    s("kernelName_id")
+                ))?;
+                named(
+                    "INSERT INTO main.rocpd_copyapi (api_ptr_id, stream, size, width, height, kind, dst, src, dstDevice, srcDevice, sync, pinned)
+                     SELECT api_ptr_id + :aoff, coalesce(stream, ''), size, coalesce(width, 0), coalesce(height, 0), kind,
+                            coalesce(dst, ''), coalesce(src, ''),
+                            CASE WHEN dstDevice >= 0 THEN dstDevice + :goff ELSE coalesce(dstDevice, -1) END,
+                            CASE WHEN srcDevice >= 0 THEN srcDevice + :goff ELSE coalesce(srcDevice, -1) END,
+                            coalesce(sync, 0), coalesce(pinned, 0) FROM src.rocpd_copyapi"
+                        .into(),
+                )?;
+                named(
+                    "INSERT INTO main.rocpd_monitor (deviceType, deviceId, monitorType, start, end, value)
+                     SELECT deviceType, deviceId + :goff, monitorType, start + :shift, end + :shift, value FROM src.rocpd_monitor ORDER BY id"
+                        .into(),
+                )?;
+                named(format!(
+                    "INSERT INTO main.rocpd_counter (value, op_id, name_id) SELECT value, op_id + :ooff, {} FROM src.rocpd_counter ORDER BY id",
+                    s("name_id")
+                ))?;
+                named(format!(
+                    "INSERT INTO main.rocpd_stackframe (api_ptr_id, depth, name_id) SELECT api_ptr_id + :aoff, depth, {} FROM src.rocpd_stackframe ORDER BY id",
+                    s("name_id")
+                ))?;
+                named("INSERT INTO main.rtl_api (api_id, ret, status, a0, a1, a2, a3) SELECT api_id + :aoff, ret, status, a0, a1, a2, a3 FROM src.rtl_api".into())?;
+                let procs_before = count(&c, "main.rtl_process")?;
+                named(
+                    "INSERT INTO main.rtl_process (pid, ppid, exe, cmdline, first_ns, last_ns, exited)
+                     SELECT pid + :poff, CASE WHEN ppid > 0 THEN ppid + :poff ELSE ppid END, exe, cmdline,
+                            first_ns + :shift, last_ns + :shift, exited FROM src.rtl_process WHERE true
+                     ON CONFLICT (pid) DO UPDATE SET
+                         first_ns = min(coalesce(first_ns, excluded.first_ns), coalesce(excluded.first_ns, first_ns)),
+                         last_ns = max(coalesce(last_ns, excluded.last_ns), coalesce(excluded.last_ns, last_ns)),
+                         exited = max(exited, excluded.exited),
+                         exe = coalesce(exe, excluded.exe), cmdline = coalesce(cmdline, excluded.cmdline)"
+                        .into(),
+                )?;
+                let combined = count(&c, "src.rtl_process")? - (count(&c, "main.rtl_process")? - procs_before);
+                c.execute_batch("INSERT INTO main.rtl_library (path, dev, inode, probes, missing) SELECT path, dev, inode, probes, missing FROM src.rtl_library ORDER BY id")?;
+                c.execute(
+                    "INSERT INTO main.rocpd_metadata (tag, value) SELECT ?1 || tag, value FROM src.rocpd_metadata ORDER BY id",
+                    [format!("input{i}.")],
+                )?;
+                let add = |tag: &str, v: String| -> Result<()> {
+                    c.execute("INSERT INTO main.rocpd_metadata (tag, value) VALUES (?1, ?2)", params![format!("input{i}.{tag}"), v])?;
+                    Ok(())
+                };
+                add("path", inputs[i].display().to_string())?;
+                add("hostname", if host.is_empty() { "unknown".into() } else { host.clone() })?;
+                add("node", node.to_string())?;
+                add("pid_offset", poff.to_string())?;
+                add("gpu_offset", goff.to_string())?;
+                add("time_shift_ns", shift.to_string())?;
+                add("api_id_offset", aoff.to_string())?;
+                add("op_id_offset", ooff.to_string())?;
+                add("correlation_id_offset", coff.to_string())?;
+                c.execute_batch("COMMIT")?;
+                Ok((combined, dangling))
+            };
+            let r = step();
+            if r.is_err() {
+                let _ = c.execute_batch("ROLLBACK");
+            }
+            let (combined, dangling) = r.with_context(|| format!("merging {}", inputs[i].display()))?;
+            c.execute_batch("DETACH DATABASE src")?;
+            stats.processes_combined += combined;
+            stats.dangling_strings += dangling;
+            stats.inputs.push(inp);
+        }
+        // The output's own metadata: totals of the drop counters, versions, strides.
+        let first_meta = |tag: &str| -> Result<Option<String>> {
+            Ok(c.query_row(
+                "SELECT value FROM rocpd_metadata WHERE tag = 'input0.' || ?1 ORDER BY id LIMIT 1",
+                [tag],
+                |r| r.get::<_, Option<String>>(0),
+            )
+            .optional()?
+            .flatten())
+        };
+        let mut own: Vec<(String, String)> = vec![
+            ("schema_version".into(), schema::RPD_SCHEMA_VERSION.into()),
+            ("rtl_schema_version".into(), schema::RTL_SCHEMA_VERSION.to_string()),
+            ("merged_inputs".into(), inputs.len().to_string()),
+            ("gpu_stride".into(), GPU_STRIDE.to_string()),
+            ("pid_stride".into(), PID_STRIDE.to_string()),
+            ("merge_host_tag".into(), (out_host_tag as i32).to_string()),
+        ];
+        for t in ["clock", "realtime_minus_monotonic_ns", "hostname"] {
+            if let Some(v) = first_meta(t)? {
+                own.push((t.into(), v));
+            }
+        }
+        {
+            let mut st = c.prepare(
+                "SELECT substr(tag, instr(tag, '.') + 1) AS t, sum(CAST(value AS INTEGER)) FROM rocpd_metadata
+                 WHERE tag GLOB 'input[0-9]*.*' AND CAST(value AS INTEGER) || '' = trim(value)
+                   AND (t LIKE '%drop%' OR t LIKE '%lost%' OR t LIKE '%overflow%' OR t LIKE '%missed%')
+                 GROUP BY t",
+            )?;
+            let rows = st
+                .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?.to_string())))?
+                .collect::<Result<Vec<_>, _>>()?;
+            own.extend(rows);
+        }
+        for (k, v) in own {
+            c.execute("INSERT INTO rocpd_metadata (tag, value) VALUES (?1, ?2)", params![k, v])?;
+        }
+        c.execute_batch(schema::INDEXES)?;
+        c.execute_batch(schema::VIEWS)?;
+        for t in MERGED_TABLES {
+            stats.rows.insert(t.to_string(), count(&c, t)?);
+        }
+        drop(c);
+        std::fs::rename(&tmp, &out_abs).with_context(|| format!("{}: cannot write", out.display()))?;
+        Ok(stats)
+    })();
+    cleanup(&prepared);
+    if res.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    res
+}

@@ -1,0 +1,317 @@
+//! Perfetto's native protobuf trace (`.pftrace`): a stream of `TracePacket`s (each written as
+//! field 1 of the `Trace` message, exactly as Perfetto writes files) with a `TrackDescriptor` per
+//! process / thread / GPU queue and `TrackEvent` begin/end pairs; event names are interned
+//! (iid = the rocpd_string id), flows use `flow_ids` / `terminating_flow_ids`.
+//!
+//! The messages are the subset of perfetto/protos/perfetto/trace/*.proto that we write, declared
+//! with prost's derive (same field numbers and types as upstream).
+
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use prost::Message;
+
+use super::model::{self, Arg, Sink, Slice};
+
+#[derive(Clone, PartialEq, Message)]
+pub(crate) struct TracePacket {
+    #[prost(uint64, optional, tag = "8")]
+    pub timestamp: Option<u64>,
+    #[prost(uint32, optional, tag = "10")]
+    pub trusted_packet_sequence_id: Option<u32>,
+    #[prost(message, optional, tag = "11")]
+    pub track_event: Option<TrackEvent>,
+    #[prost(message, optional, tag = "12")]
+    pub interned_data: Option<InternedData>,
+    #[prost(uint32, optional, tag = "13")]
+    pub sequence_flags: Option<u32>,
+    #[prost(message, optional, tag = "60")]
+    pub track_descriptor: Option<TrackDescriptor>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub(crate) struct TrackDescriptor {
+    #[prost(uint64, optional, tag = "1")]
+    pub uuid: Option<u64>,
+    #[prost(string, optional, tag = "2")]
+    pub name: Option<String>,
+    #[prost(message, optional, tag = "3")]
+    pub process: Option<ProcessDescriptor>,
+    #[prost(message, optional, tag = "4")]
+    pub thread: Option<ThreadDescriptor>,
+    #[prost(uint64, optional, tag = "5")]
+    pub parent_uuid: Option<u64>,
+    #[prost(int32, optional, tag = "12")]
+    pub sibling_order_rank: Option<i32>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub(crate) struct ProcessDescriptor {
+    #[prost(int32, optional, tag = "1")]
+    pub pid: Option<i32>,
+    #[prost(string, repeated, tag = "2")]
+    pub cmdline: Vec<String>,
+    #[prost(string, optional, tag = "6")]
+    pub process_name: Option<String>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub(crate) struct ThreadDescriptor {
+    #[prost(int32, optional, tag = "1")]
+    pub pid: Option<i32>,
+    #[prost(int64, optional, tag = "2")]
+    pub tid: Option<i64>,
+    #[prost(string, optional, tag = "5")]
+    pub thread_name: Option<String>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub(crate) struct TrackEvent {
+    #[prost(message, repeated, tag = "4")]
+    pub debug_annotations: Vec<DebugAnnotation>,
+    #[prost(int32, optional, tag = "9")]
+    pub r#type: Option<i32>,
+    #[prost(uint64, optional, tag = "10")]
+    pub name_iid: Option<u64>,
+    #[prost(uint64, optional, tag = "11")]
+    pub track_uuid: Option<u64>,
+    #[prost(string, repeated, tag = "22")]
+    pub categories: Vec<String>,
+    #[prost(fixed64, repeated, packed = "false", tag = "47")]
+    pub flow_ids: Vec<u64>,
+    #[prost(fixed64, repeated, packed = "false", tag = "48")]
+    pub terminating_flow_ids: Vec<u64>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub(crate) struct DebugAnnotation {
+    #[prost(uint64, optional, tag = "1")]
+    pub name_iid: Option<u64>,
+    #[prost(int64, optional, tag = "4")]
+    pub int_value: Option<i64>,
+    #[prost(string, optional, tag = "6")]
+    pub string_value: Option<String>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub(crate) struct InternedData {
+    #[prost(message, repeated, tag = "2")]
+    pub event_names: Vec<InternedString>,
+    #[prost(message, repeated, tag = "3")]
+    pub debug_annotation_names: Vec<InternedString>,
+}
+
+/// EventName and DebugAnnotationName share this shape (iid = 1, name = 2).
+#[derive(Clone, PartialEq, Message)]
+pub(crate) struct InternedString {
+    #[prost(uint64, optional, tag = "1")]
+    pub iid: Option<u64>,
+    #[prost(string, optional, tag = "2")]
+    pub name: Option<String>,
+}
+
+const TYPE_SLICE_BEGIN: i32 = 1;
+const TYPE_SLICE_END: i32 = 2;
+const SEQ_ID: u32 = 1;
+const SEQ_INCREMENTAL_STATE_CLEARED: u32 = 1;
+const SEQ_NEEDS_INCREMENTAL_STATE: u32 = 2;
+
+/// Debug annotation names, interned once (iid = index + 1).
+const ANNOTATIONS: &[&str] = &[
+    "api_id", "args", "correlation_id", "ret", "status", "a0", "a1", "a2", "a3", "kernel", "grid", "workgroup",
+    "stream", "bytes", "copy_kind", "op_id", "opType", "sequenceId",
+];
+
+fn track_uuid(pid: i64, tid: Option<i64>) -> u64 {
+    // Distinct, stable, non-zero ids: processes in the low half, threads hashed above.
+    match tid {
+        None => (pid as u64) << 1 | 1,
+        Some(t) => {
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            std::hash::Hash::hash(&(pid, t), &mut h);
+            std::hash::Hasher::finish(&h) | (1 << 63)
+        }
+    }
+}
+
+struct ProtoSink<W: Write> {
+    w: W,
+    buf: Vec<u8>,
+    names_sent: HashSet<i64>,
+    /// Pending slice ends per track (LIFO within a lane).
+    ends: HashMap<u64, Vec<i64>>,
+    threads: HashSet<(i64, i64)>,
+}
+
+impl<W: Write> ProtoSink<W> {
+    fn packet(&mut self, p: &TracePacket) -> Result<()> {
+        self.buf.clear();
+        p.encode(&mut self.buf)?;
+        // Trace.packet (field 1, length-delimited)
+        let mut hdr = Vec::with_capacity(11);
+        hdr.push(0x0a);
+        prost::encoding::encode_varint(self.buf.len() as u64, &mut hdr);
+        self.w.write_all(&hdr)?;
+        self.w.write_all(&self.buf)?;
+        Ok(())
+    }
+    fn end(&mut self, uuid: u64, ts: i64) -> Result<()> {
+        self.packet(&TracePacket {
+            timestamp: Some(ts as u64),
+            trusted_packet_sequence_id: Some(SEQ_ID),
+            sequence_flags: Some(SEQ_NEEDS_INCREMENTAL_STATE),
+            track_event: Some(TrackEvent {
+                r#type: Some(TYPE_SLICE_END),
+                track_uuid: Some(uuid),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+    }
+    fn close_until(&mut self, uuid: u64, until: Option<i64>) -> Result<()> {
+        let mut stack = self.ends.remove(&uuid).unwrap_or_default();
+        while let Some(&e) = stack.last() {
+            if until.is_some_and(|u| e > u) {
+                break;
+            }
+            stack.pop();
+            self.end(uuid, e)?;
+        }
+        if !stack.is_empty() {
+            self.ends.insert(uuid, stack);
+        }
+        Ok(())
+    }
+}
+
+impl<W: Write> Sink for ProtoSink<W> {
+    fn process(&mut self, pid: i64, name: &str, cmdline: Option<&str>, sort_index: i64) -> Result<()> {
+        let real = pid < super::GPU_PID_BASE - 1;
+        self.packet(&TracePacket {
+            trusted_packet_sequence_id: Some(SEQ_ID),
+            track_descriptor: Some(TrackDescriptor {
+                uuid: Some(track_uuid(pid, None)),
+                name: if real { None } else { Some(name.to_string()) },
+                process: real.then(|| ProcessDescriptor {
+                    pid: Some(pid as i32),
+                    cmdline: cmdline.map(|c| vec![c.to_string()]).unwrap_or_default(),
+                    process_name: Some(name.to_string()),
+                }),
+                sibling_order_rank: Some(sort_index.clamp(i32::MIN as i64, i32::MAX as i64) as i32),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+    }
+    fn thread(&mut self, pid: i64, tid: i64, name: &str, sort_index: i64) -> Result<()> {
+        self.threads.insert((pid, tid));
+        // Real threads get a ThreadDescriptor; GPU queues, roctx and overlap lanes are named
+        // child tracks of their process (a ThreadDescriptor would claim a tid that does not exist).
+        let real = pid < super::GPU_PID_BASE - 1 && tid < model::LANE_TID;
+        self.packet(&TracePacket {
+            trusted_packet_sequence_id: Some(SEQ_ID),
+            track_descriptor: Some(TrackDescriptor {
+                uuid: Some(track_uuid(pid, Some(tid))),
+                name: (!real).then(|| name.to_string()),
+                parent_uuid: (!real).then(|| track_uuid(pid, None)),
+                thread: real.then(|| ThreadDescriptor {
+                    pid: Some(pid as i32),
+                    tid: Some(tid),
+                    thread_name: Some(name.to_string()),
+                }),
+                sibling_order_rank: Some(sort_index.clamp(i32::MIN as i64, i32::MAX as i64) as i32),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+    }
+    fn slice(&mut self, s: &Slice) -> Result<()> {
+        if !self.threads.contains(&(s.pid, s.tid)) {
+            self.thread(s.pid, s.tid, &format!("track {}", s.tid), 0)?;
+        }
+        let uuid = track_uuid(s.pid, Some(s.tid));
+        self.close_until(uuid, Some(s.ts))?;
+        let interned = if self.names_sent.insert(s.name_id) {
+            Some(InternedData {
+                event_names: vec![InternedString { iid: Some(s.name_id as u64 + 1), name: Some(s.name.to_string()) }],
+                ..Default::default()
+            })
+        } else {
+            None
+        };
+        let debug_annotations = s
+            .args
+            .iter()
+            .map(|(k, v)| {
+                let iid = ANNOTATIONS.iter().position(|a| a == k).map(|i| i as u64 + 1);
+                let mut d = DebugAnnotation { name_iid: iid, ..Default::default() };
+                match v {
+                    Arg::Int(i) => d.int_value = Some(*i),
+                    Arg::Str(t) => d.string_value = Some(t.clone()),
+                }
+                d
+            })
+            .collect();
+        self.packet(&TracePacket {
+            timestamp: Some(s.ts as u64),
+            trusted_packet_sequence_id: Some(SEQ_ID),
+            sequence_flags: Some(SEQ_NEEDS_INCREMENTAL_STATE),
+            interned_data: interned,
+            track_event: Some(TrackEvent {
+                r#type: Some(TYPE_SLICE_BEGIN),
+                // +1: iid 0 means "not interned"; rocpd_string ids start at 1 but may be 0 in odd files.
+                name_iid: Some(s.name_id as u64 + 1),
+                track_uuid: Some(uuid),
+                categories: vec![s.cat.to_string()],
+                debug_annotations,
+                flow_ids: s.flow_out.clone(),
+                terminating_flow_ids: s.flow_in.clone(),
+            }),
+            ..Default::default()
+        })?;
+        self.ends.entry(uuid).or_default().push(s.ts + s.dur);
+        Ok(())
+    }
+    fn flush_track(&mut self, pid: i64, tid: i64) -> Result<()> {
+        self.close_until(track_uuid(pid, Some(tid)), None)
+    }
+}
+
+/// Writes `db` as a Perfetto protobuf trace to `out`.
+pub fn convert_perfetto_proto(db: &Path, out: &Path) -> Result<()> {
+    let conn = super::open_trace(db)?;
+    let f = File::create(out).with_context(|| format!("{}: cannot create", out.display()))?;
+    let mut sink = ProtoSink {
+        w: BufWriter::with_capacity(1 << 20, f),
+        buf: Vec::with_capacity(4096),
+        names_sent: HashSet::new(),
+        ends: HashMap::new(),
+        threads: HashSet::new(),
+    };
+    let run = |sink: &mut ProtoSink<BufWriter<File>>| -> Result<()> {
+        sink.packet(&TracePacket {
+            trusted_packet_sequence_id: Some(SEQ_ID),
+            sequence_flags: Some(SEQ_INCREMENTAL_STATE_CLEARED),
+            interned_data: Some(InternedData {
+                debug_annotation_names: ANNOTATIONS
+                    .iter()
+                    .enumerate()
+                    .map(|(i, n)| InternedString { iid: Some(i as u64 + 1), name: Some(n.to_string()) })
+                    .collect(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })?;
+        model::emit(&conn, sink)?;
+        let open: Vec<u64> = sink.ends.keys().copied().collect();
+        for u in open {
+            sink.close_until(u, None)?;
+        }
+        sink.w.flush()?;
+        Ok(())
+    };
+    run(&mut sink).with_context(|| format!("converting {} to {}", db.display(), out.display()))
+}
