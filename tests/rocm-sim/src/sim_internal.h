@@ -1,0 +1,46 @@
+// rocm-sim: private interface between the simulated libamdhip64 and libhsa-runtime64.
+// These rocm_sim_* functions are exported by libhsa-runtime64.so.1 (the simulator's, not ROCm's).
+#pragma once
+#include <stdint.h>
+#include <hsa/hsa.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// Format tag for the simulator's vendor-specific AQL packet (copy / memset executed by the "GPU").
+#define ROCM_SIM_VENDOR_FORMAT 0x5349u
+
+typedef struct rocm_sim_vendor_packet_s {
+  uint16_t header;       // type HSA_PACKET_TYPE_VENDOR_SPECIFIC (0)
+  uint16_t format;       // ROCM_SIM_VENDOR_FORMAT
+  uint32_t reserved0;
+  uint64_t cookie;       // opaque pointer to the HIP-side operation
+  uint64_t reserved1[5];
+  hsa_signal_t completion_signal;  // offset 56, as in every AQL packet
+} rocm_sim_vendor_packet_t;
+
+typedef struct rocm_sim_op_timing_s {
+  uint64_t start_ns;     // CLOCK_MONOTONIC
+  uint64_t end_ns;       // CLOCK_MONOTONIC
+  uint32_t device;       // GPU index (0-based, HIP device id)
+  uint32_t queue_index;  // hardware queue index within the device
+  uint64_t hsa_queue_id; // hsa_queue_t::id of the executing hardware queue
+  uint32_t packet_type;  // AQL packet type
+  uint32_t batch;        // packets delivered in the same doorbell batch
+} rocm_sim_op_timing_t;
+
+// Called on the device thread for vendor packets: performs the data movement, returns duration ns.
+typedef uint64_t (*rocm_sim_vendor_exec_fn)(uint64_t cookie);
+// Called on the device thread once a packet carrying a cookie has finished (before its signal).
+typedef void (*rocm_sim_complete_fn)(uint64_t cookie, const rocm_sim_op_timing_t* timing);
+
+void rocm_sim_set_hooks(rocm_sim_vendor_exec_fn exec, rocm_sim_complete_fn complete);
+// GPU index of an agent, -1 for the CPU agent / unknown.
+int rocm_sim_agent_gpu_index(hsa_agent_t agent);
+// Duration (ns) the simulator uses for a kernel with this (mangled or demangled) name.
+uint64_t rocm_sim_kernel_duration_ns(const char* name);
+
+#ifdef __cplusplus
+}
+#endif
