@@ -14,8 +14,8 @@ pub enum EventKind {
     ApiEnter = 1,
     /// A probed API returned ([`ApiExit`]).
     ApiExit = 2,
-    /// A marker API (roctx) carrying a string ([`MarkerEnter`]).
-    MarkerEnter = 3,
+    /// Entry into an API with a string argument ([`StringEnter`]): markers, module paths, names.
+    StringEnter = 3,
     /// A thread of a traced process exited ([`TaskEvent`]).
     ThreadExit = 4,
     /// A traced process called exec ([`TaskEvent`]).
@@ -31,7 +31,7 @@ impl EventKind {
         Some(match v {
             1 => Self::ApiEnter,
             2 => Self::ApiExit,
-            3 => Self::MarkerEnter,
+            3 => Self::StringEnter,
             4 => Self::ThreadExit,
             5 => Self::Exec,
             6 => Self::Fork,
@@ -81,20 +81,24 @@ pub struct ApiExit {
     pub hdr: EventHeader,
     /// The raw return register (rax). For HIP APIs a `hipError_t` in the low 32 bits.
     pub ret: u64,
+    /// The value the API wrote through its output-pointer argument (hipMalloc's pointer,
+    /// hipStreamCreate's stream...), read at return. Valid when `has_out` is 1.
+    pub out: u64,
+    pub has_out: u32,
+    pub _pad: u32,
 }
 
-/// Longest marker text kept (bytes, including the terminating NUL).
-pub const MARKER_TEXT_LEN: usize = 128;
+/// Longest string argument kept (bytes, including the terminating NUL).
+pub const STRING_ARG_LEN: usize = 256;
 
-/// Entry into a marker API whose first argument is a C string (roctxRangePushA, roctxMarkA, ...).
+/// Entry into an API one of whose arguments is a C string (roctxRangePushA's message,
+/// hipModuleLoad's path, __hipRegisterFunction's kernel name).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
-pub struct MarkerEnter {
-    pub hdr: EventHeader,
-    /// Register arguments, as in [`ApiEnter`].
-    pub args: [u64; 6],
-    /// NUL-terminated, truncated to [`MARKER_TEXT_LEN`] - 1 bytes.
-    pub text: [u8; MARKER_TEXT_LEN],
+pub struct StringEnter {
+    pub enter: ApiEnter,
+    /// NUL-terminated, truncated to [`STRING_ARG_LEN`] - 1 bytes; empty if unreadable.
+    pub text: [u8; STRING_ARG_LEN],
 }
 
 /// A task lifecycle event of a traced process.
@@ -126,18 +130,26 @@ pub struct AgentBatch {
 
 /// The uprobe cookie: how one generic entry program knows what it is probing.
 ///
-/// Bits 0..16: API index. Bits 16..24: stack words to copy. Bit 24: arg 0 is a marker string.
+/// Bits 0..16: API index. Bits 16..24: stack words to copy. Bits 24..28: 1 + index of a
+/// string argument (0: none). Bits 28..32: 1 + index of an output-pointer argument (0: none).
 pub mod cookie {
     pub const API_MASK: u64 = 0xffff;
     pub const STACK_SHIFT: u64 = 16;
     pub const STACK_MASK: u64 = 0xff;
-    pub const MARKER_STRING: u64 = 1 << 24;
+    pub const STRING_SHIFT: u64 = 24;
+    pub const OUT_SHIFT: u64 = 28;
+    pub const NIBBLE: u64 = 0xf;
 
-    #[inline(always)]
-    pub const fn make(api_id: u16, stack_words: u8, marker_string: bool) -> u64 {
-        (api_id as u64)
-            | ((stack_words as u64) << STACK_SHIFT)
-            | if marker_string { MARKER_STRING } else { 0 }
+    pub const fn make(api_id: u16, stack_words: u8, string_arg: Option<u8>, out_arg: Option<u8>) -> u64 {
+        let s = match string_arg {
+            Some(i) => i as u64 + 1,
+            None => 0,
+        };
+        let o = match out_arg {
+            Some(i) => i as u64 + 1,
+            None => 0,
+        };
+        (api_id as u64) | ((stack_words as u64) << STACK_SHIFT) | (s << STRING_SHIFT) | (o << OUT_SHIFT)
     }
 }
 

@@ -21,7 +21,7 @@ use aya_ebpf::{
     EbpfContext,
 };
 use rtl_common::{
-    config, cookie, counter, AgentBatch, ApiEnter, ApiExit, EventHeader, EventKind, MarkerEnter,
+    config, cookie, counter, AgentBatch, ApiEnter, ApiExit, EventHeader, EventKind, StringEnter,
     TaskEvent, AGENT_BATCH_MAX, MAX_ARGS, MAX_STACK_ARGS, RINGBUF_BYTES,
 };
 
@@ -31,6 +31,10 @@ static EVENTS: RingBuf = RingBuf::with_byte_size(RINGBUF_BYTES, 0);
 /// tgids to trace when `config::TRACE_ALL` is 0. Value unused.
 #[map]
 static TRACED: HashMap<u32, u8> = HashMap::with_max_entries(65536, 0);
+
+/// Output-pointer argument of the call in progress on each thread (pid_tgid -> address).
+#[map]
+static OUT_PTRS: HashMap<u64, u64> = HashMap::with_max_entries(65536, 0);
 
 #[map]
 static CONFIG: Array<u64> = Array::with_max_entries(config::LEN, 0);
@@ -81,73 +85,86 @@ pub fn api_enter(ctx: ProbeContext) -> u32 {
     bump(counter::ENTRIES);
     // SAFETY: the context pointer is the program's own.
     let ck = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) };
-    let api_id = (ck & cookie::API_MASK) as u32;
-    if ck & cookie::MARKER_STRING != 0 {
-        marker_enter(&ctx, api_id, pid_tgid);
+    let string_arg = (ck >> cookie::STRING_SHIFT) & cookie::NIBBLE;
+    let out_arg = (ck >> cookie::OUT_SHIFT) & cookie::NIBBLE;
+    let regs = reg_args(&ctx);
+    if out_arg != 0 {
+        // Remember where the API will write its result; api_exit reads it.
+        if let Some(p) = regs.get((out_arg - 1) as usize) {
+            let _ = OUT_PTRS.insert(&pid_tgid, p, 0);
+        }
+    }
+    if string_arg != 0 {
+        let Some(mut slot) = EVENTS.reserve::<StringEnter>(0) else {
+            bump(counter::RINGBUF_DROPS);
+            return 0;
+        };
+        let ev = slot.as_mut_ptr();
+        // SAFETY: exclusively owned reserved slot; the string read is bounded by the buffer.
+        unsafe {
+            fill_enter(&ctx, &regs, &mut (*ev).enter, EventKind::StringEnter, ck, pid_tgid);
+            (*ev).text[0] = 0;
+            let i = (string_arg - 1) as usize;
+            let s = (*ev).enter.args.get(i).copied().unwrap_or(0) as *const u8;
+            if !s.is_null() && bpf_probe_read_user_str_bytes(s, &mut (*ev).text).is_err() {
+                (*ev).text[0] = 0;
+            }
+        }
+        slot.submit(0);
     } else {
-        let stack_words = ((ck >> cookie::STACK_SHIFT) & cookie::STACK_MASK) as usize;
-        api_enter_args(&ctx, api_id, pid_tgid, stack_words);
+        let Some(mut slot) = EVENTS.reserve::<ApiEnter>(0) else {
+            bump(counter::RINGBUF_DROPS);
+            return 0;
+        };
+        // SAFETY: exclusively owned reserved slot.
+        unsafe { fill_enter(&ctx, &regs, &mut *slot.as_mut_ptr(), EventKind::ApiEnter, ck, pid_tgid) };
+        slot.submit(0);
     }
     0
 }
 
+/// The six integer argument registers, read at constant offsets (the verifier refuses
+/// context reads at computed offsets).
 #[inline(always)]
-fn api_enter_args(ctx: &ProbeContext, api_id: u32, pid_tgid: u64, stack_words: usize) {
-    let Some(mut slot) = EVENTS.reserve::<ApiEnter>(0) else {
-        bump(counter::RINGBUF_DROPS);
-        return;
-    };
-    let ev = slot.as_mut_ptr();
-    // SAFETY: `ev` points at a reserved, exclusively owned ApiEnter-sized slot.
-    unsafe {
-        (*ev).hdr = header(EventKind::ApiEnter, api_id, pid_tgid);
-        (*ev).args = [0; MAX_ARGS];
-        for i in 0..6 {
-            (*ev).args[i] = ctx.arg::<u64>(i).unwrap_or(0);
-        }
-        (*ev).fsbase = 0;
-        let fsoff = cfg(config::FSBASE_OFFSET);
-        if fsoff != 0 {
-            let task = bpf_get_current_task() as *const u8;
-            (*ev).fsbase = bpf_probe_read_kernel(task.add(fsoff as usize) as *const u64).unwrap_or(0);
-        }
-        if stack_words > 0 {
-            // At function entry rsp points at the return address; argument 7 is at rsp + 8.
-            let rsp = (*ctx.regs).rsp;
-            let mut i = 0;
-            while i < MAX_STACK_ARGS {
-                if i >= stack_words {
-                    break;
-                }
-                let p = (rsp + 8 + 8 * i as u64) as *const u64;
-                (*ev).args[6 + i] = bpf_probe_read_user(p).unwrap_or(0);
-                i += 1;
-            }
-        }
-    }
-    slot.submit(0);
+fn reg_args(ctx: &ProbeContext) -> [u64; 6] {
+    // SAFETY: `regs` is the probe's own pt_regs.
+    let r = unsafe { &*ctx.regs };
+    [r.rdi, r.rsi, r.rdx, r.rcx, r.r8, r.r9]
 }
 
+/// Fills an [`ApiEnter`]: header, register arguments, requested stack words, fs base.
 #[inline(always)]
-fn marker_enter(ctx: &ProbeContext, api_id: u32, pid_tgid: u64) {
-    let Some(mut slot) = EVENTS.reserve::<MarkerEnter>(0) else {
-        bump(counter::RINGBUF_DROPS);
-        return;
-    };
-    let ev = slot.as_mut_ptr();
-    // SAFETY: exclusively owned reserved slot; the string read is bounded by the buffer.
-    unsafe {
-        (*ev).hdr = header(EventKind::MarkerEnter, api_id, pid_tgid);
-        for i in 0..6 {
-            (*ev).args[i] = ctx.arg::<u64>(i).unwrap_or(0);
-        }
-        (*ev).text[0] = 0;
-        let s = (*ev).args[0] as *const u8;
-        if !s.is_null() && bpf_probe_read_user_str_bytes(s, &mut (*ev).text).is_err() {
-            (*ev).text[0] = 0;
+unsafe fn fill_enter(ctx: &ProbeContext, regs: &[u64; 6], ev: &mut ApiEnter, kind: EventKind, ck: u64, pid_tgid: u64) {
+    ev.hdr = header(kind, (ck & cookie::API_MASK) as u32, pid_tgid);
+    ev.args = [0; MAX_ARGS];
+    ev.args[0] = regs[0];
+    ev.args[1] = regs[1];
+    ev.args[2] = regs[2];
+    ev.args[3] = regs[3];
+    ev.args[4] = regs[4];
+    ev.args[5] = regs[5];
+    let stack_words = ((ck >> cookie::STACK_SHIFT) & cookie::STACK_MASK) as usize;
+    if stack_words > 0 {
+        // At function entry rsp points at the return address; argument 7 is at rsp + 8.
+        let rsp = (*ctx.regs).rsp;
+        let mut i = 0;
+        while i < MAX_STACK_ARGS {
+            if i >= stack_words {
+                break;
+            }
+            let p = (rsp + 8 + 8 * i as u64) as *const u64;
+            if let Some(slot) = ev.args.get_mut(6 + i) {
+                *slot = bpf_probe_read_user(p).unwrap_or(0);
+            }
+            i += 1;
         }
     }
-    slot.submit(0);
+    ev.fsbase = 0;
+    let fsoff = cfg(config::FSBASE_OFFSET);
+    if fsoff != 0 {
+        let task = bpf_get_current_task() as *const u8;
+        ev.fsbase = bpf_probe_read_kernel(task.add(fsoff as usize) as *const u64).unwrap_or(0);
+    }
 }
 
 /// Return of every probed API.
@@ -165,10 +182,25 @@ pub fn api_exit(ctx: RetProbeContext) -> u32 {
         return 0;
     };
     let ev = slot.as_mut_ptr();
-    // SAFETY: exclusively owned reserved slot.
+    // SAFETY: exclusively owned reserved slot; the out-pointer read is checked.
     unsafe {
         (*ev).hdr = header(EventKind::ApiExit, (ck & cookie::API_MASK) as u32, pid_tgid);
         (*ev).ret = ctx.ret::<u64>();
+        (*ev).out = 0;
+        (*ev).has_out = 0;
+        (*ev)._pad = 0;
+        if (ck >> cookie::OUT_SHIFT) & cookie::NIBBLE != 0 {
+            if let Some(p) = OUT_PTRS.get(&pid_tgid) {
+                let p = *p as *const u64;
+                if !p.is_null() {
+                    if let Ok(v) = bpf_probe_read_user(p) {
+                        (*ev).out = v;
+                        (*ev).has_out = 1;
+                    }
+                }
+            }
+            let _ = OUT_PTRS.remove(&pid_tgid);
+        }
     }
     slot.submit(0);
     0
@@ -235,9 +267,15 @@ pub fn task_fork(ctx: TracePointContext) -> u32 {
     if cfg(config::TRACE_ALL) != 0 || unsafe { TRACED.get(&parent) }.is_none() {
         return 0;
     }
-    let child_off = cfg(config::FORK_CHILD_PID_OFF) as usize;
-    // SAFETY: offset from the tracepoint's own format file; the read is checked.
-    let Ok(child) = (unsafe { ctx.read_at::<i32>(child_off) }) else {
+    // The verifier only allows context reads at constant offsets: the layouts known to exist
+    // (kernels >= 6.x with __data_loc comm fields: 20; older fixed char[16] comm: 44).
+    // SAFETY: offsets from the tracepoint's own format file; the reads are checked.
+    let child = match cfg(config::FORK_CHILD_PID_OFF) {
+        20 => unsafe { ctx.read_at::<i32>(20) },
+        44 => unsafe { ctx.read_at::<i32>(44) },
+        _ => return 0,
+    };
+    let Ok(child) = child else {
         return 0;
     };
     // child_pid is the new task's pid; for a new process that is also its tgid. New threads

@@ -1,2 +1,15 @@
+//! rtl-ebpf's collector, as a library: the binary (`main.rs`) is a thin CLI over these modules.
+//!
+//! Data flows one way: [`probe`] (eBPF uprobes) -> ring buffer -> [`collect::decode`] ->
+//! [`join`] -> [`trace::writer`]. [`session`] wires them for one tracing run.
+
+pub mod cli;
+pub mod clock;
+pub mod collect;
+pub mod error;
+pub mod join;
+pub mod probe;
 pub mod read;
+pub mod report;
+pub mod session;
 pub mod trace;

@@ -1,0 +1,109 @@
+//! Ring-buffer records -> typed events. Every record is length-checked before it is read;
+//! a record of unknown kind or wrong size is counted, never trusted.
+
+use rtl_common::{AgentBatch, ApiEnter, ApiExit, EventHeader, EventKind, StringEnter, TaskEvent};
+
+/// One decoded ring-buffer record.
+#[derive(Debug, Clone)]
+pub enum Event {
+    Enter(ApiEnter),
+    /// An entry with a string argument: the entry and the text (lossily UTF-8).
+    StringEnter(ApiEnter, String),
+    Exit(ApiExit),
+    ThreadExit(EventHeader),
+    Exec(EventHeader),
+    Fork(EventHeader, u32),
+    /// Bytes the agent published (only the copied part) and the length it asked for.
+    Agent(EventHeader, Vec<u8>, u32),
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum DecodeError {
+    TooShort(usize),
+    UnknownKind(u32),
+    WrongSize { kind: u32, len: usize },
+}
+
+fn read<T: Copy>(b: &[u8]) -> Option<T> {
+    if b.len() < std::mem::size_of::<T>() {
+        return None;
+    }
+    // SAFETY: length checked; T is a plain #[repr(C)] integer aggregate valid for any bytes.
+    Some(unsafe { std::ptr::read_unaligned(b.as_ptr().cast::<T>()) })
+}
+
+pub fn decode(b: &[u8]) -> Result<Event, DecodeError> {
+    let hdr: EventHeader = read(b).ok_or(DecodeError::TooShort(b.len()))?;
+    let kind = EventKind::from_u32(hdr.kind).ok_or(DecodeError::UnknownKind(hdr.kind))?;
+    let wrong = || DecodeError::WrongSize { kind: hdr.kind, len: b.len() };
+    Ok(match kind {
+        EventKind::ApiEnter => Event::Enter(read(b).ok_or_else(wrong)?),
+        EventKind::StringEnter => {
+            let s: StringEnter = read(b).ok_or_else(wrong)?;
+            let n = s.text.iter().position(|&c| c == 0).unwrap_or(s.text.len());
+            Event::StringEnter(s.enter, String::from_utf8_lossy(&s.text[..n]).into_owned())
+        }
+        EventKind::ApiExit => Event::Exit(read(b).ok_or_else(wrong)?),
+        EventKind::ThreadExit => Event::ThreadExit(hdr),
+        EventKind::Exec => Event::Exec(hdr),
+        EventKind::Fork => {
+            let t: TaskEvent = read(b).ok_or_else(wrong)?;
+            Event::Fork(hdr, t.child_tgid)
+        }
+        EventKind::AgentBatch => {
+            let head = std::mem::offset_of!(AgentBatch, data);
+            if b.len() < head {
+                return Err(wrong());
+            }
+            let len: u32 = read(&b[std::mem::offset_of!(AgentBatch, len)..]).ok_or_else(wrong)?;
+            let copied: u32 = read(&b[std::mem::offset_of!(AgentBatch, copied)..]).ok_or_else(wrong)?;
+            let copied = (copied as usize).min(b.len() - head).min(rtl_common::AGENT_BATCH_MAX);
+            Event::Agent(hdr, b[head..head + copied].to_vec(), len)
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bytes<T>(v: &T) -> Vec<u8> {
+        // SAFETY: reading the bytes of a plain struct.
+        unsafe { std::slice::from_raw_parts((v as *const T).cast::<u8>(), std::mem::size_of::<T>()) }.to_vec()
+    }
+
+    #[test]
+    fn round_trips_and_rejects() {
+        let e = ApiEnter {
+            hdr: EventHeader { kind: EventKind::ApiEnter as u32, api_id: 3, pid_tgid: (7 << 32) | 9, ts_ns: 11 },
+            args: [1, 2, 3, 4, 5, 6, 7, 8, 0, 0, 0, 0],
+            fsbase: 0x7f00,
+        };
+        let b = bytes(&e);
+        match decode(&b).unwrap() {
+            Event::Enter(d) => {
+                assert_eq!(d.args[7], 8);
+                assert_eq!(d.hdr.pid_tgid, (7 << 32) | 9);
+                assert_eq!(d.fsbase, 0x7f00);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(decode(&b[..30]), Err(DecodeError::WrongSize { .. })));
+        assert!(matches!(decode(&b[..10]), Err(DecodeError::TooShort(10))));
+        let mut bad = b.clone();
+        bad[0] = 99;
+        assert_eq!(decode(&bad).unwrap_err(), DecodeError::UnknownKind(99));
+    }
+
+    #[test]
+    fn agent_batch_copied_is_bounded_by_the_record() {
+        let mut b = vec![0u8; std::mem::offset_of!(AgentBatch, data) + 10];
+        b[0] = EventKind::AgentBatch as u8;
+        let off = std::mem::offset_of!(AgentBatch, copied);
+        b[off..off + 4].copy_from_slice(&5000u32.to_le_bytes());
+        match decode(&b).unwrap() {
+            Event::Agent(_, data, _) => assert_eq!(data.len(), 10),
+            other => panic!("{other:?}"),
+        }
+    }
+}

@@ -1,0 +1,2 @@
+//! Reading what the probes produced.
+pub mod decode;

@@ -1,0 +1,107 @@
+//! A call's raw argument words -> the trace's typed columns, per the API table.
+
+use crate::probe::apis::{CopyKind, Decode, LaunchForm};
+
+use super::calls::Call;
+use super::rows::{CopyRow, KernelRow, RtlApiRow};
+
+/// The rows a call's arguments produce besides its `rocpd_api` row.
+pub struct Decoded {
+    pub rtl: RtlApiRow,
+    pub kernel: Option<KernelRow>,
+    pub copy: Option<CopyRow>,
+    /// Kernel function pointer / handle a launch used (for name lookup).
+    pub launch_func: Option<u64>,
+}
+
+fn lo(v: u64) -> u32 {
+    v as u32
+}
+fn hi(v: u64) -> u32 {
+    (v >> 32) as u32
+}
+
+pub fn decode(call: &Call, decode: Decode) -> Decoded {
+    let a = &call.open.args;
+    let arg = |i: u8| a[i as usize];
+    let id = call.open.id;
+    let mut rtl = RtlApiRow { id, ret: call.ret.map(|r| r as u32 as i32 as i64), status: call.status, a: [None; 4] };
+    let mut kernel = None;
+    let mut copy = None;
+    let mut launch_func = None;
+    match decode {
+        Decode::None | Decode::Marker(_) => {}
+        Decode::RegisterFunction => rtl.a = [Some(arg(1) as i64), None, None, None],
+        Decode::Launch(form) => {
+            let (func, grid, block, shmem, stream) = match form {
+                LaunchForm::Dim3 => (
+                    arg(0),
+                    [lo(arg(1)), hi(arg(1)), lo(arg(2))],
+                    [lo(arg(3)), hi(arg(3)), lo(arg(4))],
+                    arg(6),
+                    arg(7),
+                ),
+                LaunchForm::Module => (
+                    arg(0),
+                    [lo(arg(1)), lo(arg(2)), lo(arg(3))],
+                    [lo(arg(4)), lo(arg(5)), lo(arg(6))],
+                    lo(arg(7)) as u64,
+                    arg(8),
+                ),
+                LaunchForm::ExtModule => {
+                    // Global work sizes (threads): grid in blocks is global / local.
+                    let l = [lo(arg(4)), lo(arg(5)), lo(arg(6))];
+                    let g = [lo(arg(1)), lo(arg(2)), lo(arg(3))];
+                    let blocks = |i: usize| if l[i] == 0 { 0 } else { g[i].div_ceil(l[i]) };
+                    (arg(0), [blocks(0), blocks(1), blocks(2)], l, arg(7), arg(8))
+                }
+            };
+            launch_func = Some(func);
+            rtl.a = [Some(func as i64), Some(shmem as i64), None, Some(stream as i64)];
+            kernel = Some(KernelRow { id, stream, grid, block, shmem, name: String::new() });
+        }
+        Decode::Copy(c) => {
+            let kind = match c.kind {
+                CopyKind::Arg(i) => arg(i) as u32 as i64,
+                CopyKind::Fixed(k) => k,
+            };
+            let (width, height) = match c.height {
+                Some(h) => (arg(c.size), arg(h)),
+                None => (0, 0),
+            };
+            let size = if c.height.is_some() { width.saturating_mul(height) } else { arg(c.size) };
+            let stream = c.stream.map_or(0, arg);
+            rtl.a = [Some(arg(c.dst) as i64), Some(size as i64), Some(kind), c.stream.map(|s| arg(s) as i64)];
+            copy = Some(CopyRow { id, stream, size, width, height, kind, dst: arg(c.dst), src: arg(c.src), sync: c.sync });
+        }
+        Decode::Alloc { size, flags, stream } => {
+            rtl.a = [
+                call.out.map(|v| v as i64),
+                Some(arg(size) as i64),
+                flags.map(|f| arg(f) as i64),
+                stream.map(|s| arg(s) as i64),
+            ];
+        }
+        Decode::Free { stream } => rtl.a = [Some(arg(0) as i64), None, None, stream.map(|s| arg(s) as i64)],
+        Decode::Memset { count, value, elem, stream } => {
+            rtl.a = [
+                Some(arg(0) as i64),
+                Some(arg(count).saturating_mul(elem as u64) as i64),
+                Some(arg(value) as u32 as i64),
+                stream.map(|s| arg(s) as i64),
+            ];
+        }
+        Decode::GraphLaunch => rtl.a = [Some(arg(0) as i64), None, None, Some(arg(1) as i64)],
+        Decode::Args(pos) => {
+            for (slot, p) in rtl.a.iter_mut().zip(pos) {
+                *slot = p.map(|i| arg(i) as i64);
+            }
+        }
+    }
+    // An API with an output pointer reports the value it wrote in a0 (hipStreamCreate's stream,
+    // hipGraphInstantiate's exec, ...), unless a0 already holds something decoded above.
+    if let (Some(v), Decode::Args(_)) = (call.out, decode) {
+        rtl.a[0] = Some(v as i64);
+    }
+    Decoded { rtl, kernel, copy, launch_func }
+}

@@ -1,0 +1,263 @@
+//! The joiner: decoded events in, trace rows out.
+//!
+//! It pairs entries with returns ([`calls`]), decodes arguments per API ([`args`]), names
+//! kernels from `__hipRegisterFunction` / `hipModuleGetFunction`, turns roctx calls into marker
+//! ranges ([`markers`]) and keeps the process table.
+
+pub mod args;
+pub mod calls;
+pub mod markers;
+pub mod rows;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::collect::decode::Event;
+use crate::probe::apis::Decode;
+use crate::probe::loader::ProbeTable;
+use calls::{Call, CallPairer};
+use rows::{ApiRow, CallStatus, ProcessRow, Row};
+
+/// Counts the joiner keeps for the status line and the trace metadata.
+#[derive(Debug, Default, Clone)]
+pub struct JoinStats {
+    pub events: u64,
+    pub calls: u64,
+    pub unclosed_calls: u64,
+    pub agent_batches: u64,
+    pub agent_bytes: u64,
+    pub agent_batches_rejected: u64,
+    /// Ring-buffer records that failed to decode (unknown kind, wrong size).
+    pub decode_errors: u64,
+}
+
+pub struct Joiner {
+    names: Vec<Arc<str>>,
+    decodes: Vec<Decode>,
+    pairer: CallPairer,
+    markers: markers::Markers,
+    /// (pid, host stub or function handle) -> kernel name.
+    kernel_names: HashMap<(u32, u64), String>,
+    processes: HashMap<u32, ProcessRow>,
+    pub stats: JoinStats,
+    last_ts: u64,
+    calls: Vec<Call>,
+}
+
+impl Joiner {
+    pub fn new() -> Self {
+        Self {
+            names: Vec::new(),
+            decodes: Vec::new(),
+            pairer: CallPairer::new(),
+            markers: markers::Markers::default(),
+            kernel_names: HashMap::new(),
+            processes: HashMap::new(),
+            stats: JoinStats::default(),
+            last_ts: 0,
+            calls: Vec::new(),
+        }
+    }
+
+    /// Picks up APIs added to the probe table since the last call (libraries attached later).
+    pub fn sync_table(&mut self, table: &ProbeTable) {
+        for e in &table.entries[self.names.len()..] {
+            self.names.push(Arc::from(e.name.as_str()));
+            self.decodes.push(e.spec.decode);
+        }
+    }
+
+    pub fn orphan_returns(&self) -> u64 {
+        self.pairer.orphan_returns
+    }
+
+    pub fn open_calls(&self) -> usize {
+        self.pairer.open_calls()
+    }
+
+    pub fn processes(&self) -> usize {
+        self.processes.len()
+    }
+
+    pub fn push(&mut self, ev: Event, out: &mut Vec<Row>) {
+        self.stats.events += 1;
+        match ev {
+            Event::Enter(e) => {
+                self.saw_process(e.hdr.pid_tgid, e.hdr.ts_ns, out);
+                self.pairer.enter(&e, None);
+            }
+            Event::StringEnter(e, text) => {
+                self.saw_process(e.hdr.pid_tgid, e.hdr.ts_ns, out);
+                self.pairer.enter(&e, Some(text));
+            }
+            Event::Exit(x) => {
+                self.last_ts = self.last_ts.max(x.hdr.ts_ns);
+                let outv = (x.has_out != 0).then_some(x.out);
+                let mut calls = std::mem::take(&mut self.calls);
+                self.pairer.exit(x.hdr.pid_tgid, x.hdr.api_id, x.hdr.ts_ns, x.ret, outv, &mut calls);
+                self.emit(&mut calls, out);
+                self.calls = calls;
+            }
+            Event::ThreadExit(h) => {
+                let mut calls = std::mem::take(&mut self.calls);
+                self.pairer.close_thread(h.pid_tgid, h.ts_ns, CallStatus::ThreadExited, &mut calls);
+                self.emit(&mut calls, out);
+                self.calls = calls;
+                let (pid, tid) = ((h.pid_tgid >> 32) as u32, h.pid_tgid as u32);
+                if pid == tid {
+                    if let Some(p) = self.processes.get_mut(&pid) {
+                        p.exited = true;
+                        p.last_ns = h.ts_ns;
+                        out.push(Row::Process(p.clone()));
+                    }
+                }
+            }
+            Event::Exec(h) => {
+                let pid = (h.pid_tgid >> 32) as u32;
+                let mut calls = std::mem::take(&mut self.calls);
+                self.pairer.close_process(pid, h.ts_ns, CallStatus::Exec, &mut calls);
+                self.emit(&mut calls, out);
+                self.calls = calls;
+                // The image changed: its kernel registrations are gone, its command line is new.
+                self.kernel_names.retain(|(p, _), _| *p != pid);
+                if let Some(p) = self.processes.get_mut(&pid) {
+                    let (exe, cmdline) = read_proc(pid);
+                    p.exe = exe;
+                    p.cmdline = cmdline;
+                    out.push(Row::Process(p.clone()));
+                }
+            }
+            Event::Fork(h, child) => {
+                let parent = (h.pid_tgid >> 32) as u32;
+                if child == parent || self.processes.contains_key(&child) {
+                    return;
+                }
+                // A forked child inherits its parent's registered kernels (same addresses).
+                let inherited: Vec<((u32, u64), String)> = self
+                    .kernel_names
+                    .iter()
+                    .filter(|((p, _), _)| *p == parent)
+                    .map(|((_, f), n)| ((child, *f), n.clone()))
+                    .collect();
+                self.kernel_names.extend(inherited);
+            }
+            Event::Agent(_, data, _len) => {
+                // GPU records from the in-process agent are joined by the GPU joiner (issue 4);
+                // until it lands they are counted, not interpreted.
+                self.stats.agent_batches += 1;
+                self.stats.agent_bytes += data.len() as u64;
+            }
+        }
+    }
+
+    fn saw_process(&mut self, pid_tgid: u64, ts: u64, out: &mut Vec<Row>) {
+        self.last_ts = self.last_ts.max(ts);
+        let pid = (pid_tgid >> 32) as u32;
+        if let Some(p) = self.processes.get_mut(&pid) {
+            p.last_ns = ts;
+            return;
+        }
+        let (exe, cmdline) = read_proc(pid);
+        let row = ProcessRow { pid, ppid: read_ppid(pid), exe, cmdline, first_ns: ts, last_ns: ts, exited: false };
+        out.push(Row::Process(row.clone()));
+        self.processes.insert(pid, row);
+    }
+
+    fn emit(&mut self, calls: &mut Vec<Call>, out: &mut Vec<Row>) {
+        for call in calls.drain(..) {
+            self.stats.calls += 1;
+            if call.status != CallStatus::Complete {
+                self.stats.unclosed_calls += 1;
+            }
+            let api = call.open.api_id as usize;
+            let (Some(name), Some(&decode)) = (self.names.get(api), self.decodes.get(api)) else {
+                continue;
+            };
+            let (pid, tid) = (call.pid(), call.tid());
+            out.push(Row::Api(ApiRow {
+                id: call.open.id,
+                pid,
+                tid,
+                start: call.open.start,
+                end: call.end,
+                name: name.clone(),
+            }));
+            let d = args::decode(&call, decode);
+            match decode {
+                Decode::RegisterFunction => {
+                    if let Some(text) = &call.open.text {
+                        self.kernel_names.insert((pid, call.open.args[1]), demangle(text));
+                    }
+                }
+                Decode::Marker(kind) => {
+                    if let Some(op) = self.markers.on_call(kind, &call) {
+                        out.push(Row::Op(op));
+                    }
+                }
+                _ => {}
+            }
+            if name.as_ref() == "hipModuleGetFunction" {
+                if let (Some(f), Some(text)) = (call.out, &call.open.text) {
+                    self.kernel_names.insert((pid, f), demangle(text));
+                }
+            }
+            let keep_rtl = d.rtl.ret.is_some_and(|r| r != 0)
+                || call.status != CallStatus::Complete
+                || d.rtl.a.iter().any(Option::is_some);
+            if keep_rtl {
+                out.push(Row::RtlApi(d.rtl));
+            }
+            if let Some(mut k) = d.kernel {
+                if let Some(f) = d.launch_func {
+                    k.name = self.kernel_names.get(&(pid, f)).cloned().unwrap_or_default();
+                }
+                out.push(Row::Kernel(k));
+            }
+            if let Some(c) = d.copy {
+                out.push(Row::Copy(c));
+            }
+        }
+    }
+
+    /// Closes everything still open (end of trace) and emits final process rows.
+    pub fn finish(&mut self, out: &mut Vec<Row>) {
+        let mut calls = std::mem::take(&mut self.calls);
+        self.pairer.close_all(self.last_ts, &mut calls);
+        self.emit(&mut calls, out);
+        out.extend(self.markers.close_all(self.last_ts).into_iter().map(Row::Op));
+        out.extend(self.processes.values().cloned().map(Row::Process));
+    }
+}
+
+impl Default for Joiner {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Demangles an Itanium C++ name; other names pass through.
+pub fn demangle(name: &str) -> String {
+    if name.starts_with("_Z") {
+        if let Ok(sym) = cpp_demangle::Symbol::new(name) {
+            if let Ok(s) = sym.demangle(&cpp_demangle::DemangleOptions::default()) {
+                return s;
+            }
+        }
+    }
+    name.to_string()
+}
+
+fn read_proc(pid: u32) -> (String, String) {
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).map(|p| p.display().to_string()).unwrap_or_default();
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|b| {
+            b.split(|&c| c == 0).filter(|s| !s.is_empty()).map(|s| String::from_utf8_lossy(s)).collect::<Vec<_>>().join(" ")
+        })
+        .unwrap_or_default();
+    (exe, cmdline)
+}
+
+fn read_ppid(pid: u32) -> Option<u32> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    s.lines().find_map(|l| l.strip_prefix("PPid:")).and_then(|v| v.trim().parse().ok())
+}

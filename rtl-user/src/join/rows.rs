@@ -1,0 +1,98 @@
+//! What the joiner hands the writer: one value per trace-table row, strings not yet interned.
+
+/// A completed (or force-closed) API call: a `rocpd_api` row. `id` is also its correlation id.
+#[derive(Debug, Clone)]
+pub struct ApiRow {
+    pub id: i64,
+    pub pid: u32,
+    pub tid: u32,
+    pub start: u64,
+    pub end: u64,
+    pub name: std::sync::Arc<str>,
+}
+
+/// Why a call row was closed without its return (`rtl_api.status`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(i64)]
+pub enum CallStatus {
+    Complete = 0,
+    /// The thread exited (or was killed) inside the call.
+    ThreadExited = 1,
+    /// The process called exec inside the call.
+    Exec = 2,
+    /// The trace ended while the call was in progress.
+    TraceEnded = 3,
+    /// The return of an inner call was lost (ring-buffer drop), so this call was closed when a
+    /// return further out on the same thread arrived.
+    Unmatched = 4,
+}
+
+/// `rtl_api`: return value, status, decoded arguments.
+#[derive(Debug, Clone)]
+pub struct RtlApiRow {
+    pub id: i64,
+    pub ret: Option<i64>,
+    pub status: CallStatus,
+    pub a: [Option<i64>; 4],
+}
+
+/// `rocpd_kernelapi`.
+#[derive(Debug, Clone)]
+pub struct KernelRow {
+    pub id: i64,
+    pub stream: u64,
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub shmem: u64,
+    pub name: String,
+}
+
+/// `rocpd_copyapi`.
+#[derive(Debug, Clone)]
+pub struct CopyRow {
+    pub id: i64,
+    pub stream: u64,
+    pub size: u64,
+    pub width: u64,
+    pub height: u64,
+    pub kind: i64,
+    pub dst: u64,
+    pub src: u64,
+    pub sync: bool,
+}
+
+/// `rocpd_op` (+ a `rocpd_api_ops` link when `api_id` is known).
+#[derive(Debug, Clone)]
+pub struct OpRow {
+    pub gpu: i64,
+    pub queue: i64,
+    pub seq: i64,
+    pub start: u64,
+    pub end: u64,
+    pub description: String,
+    pub op_type: &'static str,
+    pub correlation_id: i64,
+    pub api_id: Option<i64>,
+}
+
+/// `rtl_process`.
+#[derive(Debug, Clone, Default)]
+pub struct ProcessRow {
+    pub pid: u32,
+    pub ppid: Option<u32>,
+    pub exe: String,
+    pub cmdline: String,
+    pub first_ns: u64,
+    pub last_ns: u64,
+    pub exited: bool,
+}
+
+#[derive(Debug, Clone)]
+pub enum Row {
+    Api(ApiRow),
+    RtlApi(RtlApiRow),
+    Kernel(KernelRow),
+    Copy(CopyRow),
+    Op(OpRow),
+    Process(ProcessRow),
+}

@@ -1,0 +1,463 @@
+//! A tracing session: preflight checks, attach, the event loop, clean shutdown.
+//!
+//! Data flows one way: probes -> ring buffer -> [`decode`] -> [`Joiner`] -> writer thread.
+//! The writer runs on its own thread behind a bounded channel: if SQLite cannot keep up, the
+//! reader blocks, the ring buffer fills, and the kernel side counts drops (recorded in the
+//! trace); the traced application is never blocked.
+
+use std::collections::HashSet;
+use std::ffi::CString;
+use std::io::{IsTerminal, Write};
+use std::os::fd::AsRawFd;
+use std::path::PathBuf;
+use std::sync::mpsc::{sync_channel, SyncSender};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, Context, Result};
+use tokio::io::unix::AsyncFd;
+use tokio::signal::unix::{signal, SignalKind};
+
+use crate::cli::TraceOpts;
+use crate::collect::decode::{decode, Event};
+use crate::error::Fatal;
+use crate::join::rows::Row;
+use crate::join::Joiner;
+use crate::probe::library::{self, LibKind, LibraryFile};
+use crate::probe::loader::{LoadOptions, Probes};
+use crate::probe::tracefs;
+use crate::trace::writer::{TraceWriter, WriterStats};
+use crate::{clock, report};
+
+/// What to trace.
+#[derive(Debug, Clone)]
+pub enum Mode {
+    Pids(Vec<u32>),
+    All,
+    Run(Vec<String>),
+}
+
+/// What a finished session did.
+#[derive(Debug)]
+pub struct Outcome {
+    pub output: PathBuf,
+    pub written: WriterStats,
+    pub drops: u64,
+    /// For `run`: the command's exit code.
+    pub child_exit: Option<i32>,
+}
+
+enum WriterMsg {
+    Rows(Vec<Row>),
+    Meta(String, String),
+    Library { path: String, dev: u64, ino: u64, probes: usize, missing: Vec<String> },
+}
+
+fn say(msg: impl AsRef<str>) {
+    eprintln!("rtl-ebpf: {}", msg.as_ref());
+}
+
+/// Checks that the kernel and our privileges can do what we need, with a remedy if not.
+pub fn preflight() -> Result<()> {
+    // SAFETY: no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err(anyhow!(Fatal::Permission(
+            "rtl-ebpf needs root to load eBPF programs: run it with sudo (or grant CAP_BPF, CAP_PERFMON and CAP_SYS_ADMIN)".into()
+        )));
+    }
+    if !std::path::Path::new("/sys/bus/event_source/devices/uprobe").exists() {
+        return Err(anyhow!(Fatal::KernelSupport(
+            "this kernel has no uprobe PMU (/sys/bus/event_source/devices/uprobe): it needs CONFIG_UPROBE_EVENTS".into()
+        )));
+    }
+    Ok(())
+}
+
+/// Runs one tracing session to the end.
+pub fn run(mode: Mode, opts: &TraceOpts) -> Result<Outcome> {
+    preflight()?;
+    for lib in &opts.libs {
+        crate::probe::loader::check_library_path(lib)?;
+    }
+    // The libraries to probe at start, and the pids to trace.
+    let (pids, child_env_ld) = match &mode {
+        Mode::Pids(p) => {
+            for &pid in p {
+                if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+                    return Err(anyhow!(Fatal::NoProcess(format!("no process with PID {pid}"))));
+                }
+            }
+            (p.clone(), None)
+        }
+        Mode::All => (Vec::new(), None),
+        Mode::Run(_) => (Vec::new(), std::env::var("LD_LIBRARY_PATH").ok()),
+    };
+    let mut libs: Vec<LibraryFile> = Vec::new();
+    match &mode {
+        Mode::Pids(p) => {
+            for &pid in p {
+                let found = library::mapped_by(pid).map_err(|e| anyhow!(Fatal::NoProcess(format!("PID {pid}: {e:#}"))))?;
+                if !found.iter().any(|l| l.kind == LibKind::Hip) && opts.libs.is_empty() {
+                    return Err(anyhow!(Fatal::NoProcess(format!(
+                        "PID {pid} maps no libamdhip64 (not a HIP process, or it has not loaded the runtime yet); pass --lib PATH to probe a library anyway"
+                    ))));
+                }
+                libs.extend(found);
+            }
+            libs.extend(library::installed(None, &opts.libs).into_iter().filter(|l| opts.libs.iter().any(|p| *p == l.path)));
+        }
+        Mode::All => {
+            libs.extend(library::installed(None, &opts.libs));
+            libs.extend(library::mapped_anywhere());
+        }
+        Mode::Run(_) => libs.extend(library::installed(child_env_ld.as_deref(), &opts.libs)),
+    }
+    let libs = library::dedup(libs);
+
+    let mut writer = TraceWriter::create(&opts.output, opts.force)?;
+    let clock = clock::ClockPair::now();
+    writer.set_meta("clock", "CLOCK_MONOTONIC")?;
+    writer.set_meta("realtime_minus_monotonic_ns", &clock.realtime_minus_monotonic().to_string())?;
+    writer.set_meta("hostname", &hostname())?;
+    writer.set_meta("rtl_version", env!("CARGO_PKG_VERSION"))?;
+    writer.set_meta("mode", &format!("{mode:?}"))?;
+    writer.set_meta("trace_start_ns", &clock.monotonic_ns.to_string())?;
+
+    if tracefs::ensure_mounted()? {
+        say(format!("mounted tracefs at {} (needed for the fork/exec/exit tracepoints)", tracefs::TRACEFS));
+    }
+    let t_attach = Instant::now();
+    let mut probes = Probes::load(
+        &LoadOptions {
+            ringbuf_bytes: opts.buffer_mb << 20,
+            trace_all: matches!(mode, Mode::All),
+            follow_forks: matches!(mode, Mode::Run(_)),
+            fsbase_offset: 0,
+        },
+        opts.apis.clone(),
+    )?;
+    probes.attach_tracepoints()?;
+    for &pid in &pids {
+        probes.trace_pid(pid)?;
+    }
+    let mut pending_libs = Vec::new();
+    for lib in &libs {
+        attach_one(&mut probes, lib, &mut pending_libs);
+    }
+    let attach_ms = t_attach.elapsed().as_secs_f64() * 1e3;
+    let total: usize = probes.attached().map(|r| r.probed).sum();
+    say(format!("{total} functions probed (entry + return) in {} libraries in {attach_ms:.0} ms", probes.attached().count()));
+    if total == 0 && !matches!(mode, Mode::All | Mode::Run(_)) {
+        return Err(anyhow!(Fatal::NoProcess("no HIP library could be probed".into())));
+    }
+    writer.set_meta("attach_ms", &format!("{attach_ms:.1}"))?;
+    let ringbuf = probes.take_ringbuf()?;
+
+    // The writer thread.
+    let (tx, rx) = sync_channel::<WriterMsg>(64);
+    let writer_thread: JoinHandle<Result<WriterStats>> = std::thread::Builder::new()
+        .name("rtl-writer".into())
+        .spawn(move || {
+            for msg in rx {
+                match msg {
+                    WriterMsg::Rows(rows) => writer.write(&rows)?,
+                    WriterMsg::Meta(t, v) => writer.set_meta(&t, &v)?,
+                    WriterMsg::Library { path, dev, ino, probes, missing } => {
+                        writer.add_library(&path, dev, ino, probes, &missing)?
+                    }
+                }
+            }
+            writer.finish()
+        })
+        .context("starting the writer thread")?;
+    for m in pending_libs.drain(..) {
+        let _ = tx.send(m);
+    }
+
+    // `run`: start the command now that the probes are in place.
+    let child = match &mode {
+        Mode::Run(cmd) => {
+            let c = spawn_held(cmd)?;
+            let pid = c.pid;
+            probes.trace_pid(pid as u32)?;
+            c.release()?;
+            say(format!("started `{}` as PID {pid}", cmd.join(" ")));
+            Some(pid)
+        }
+        _ => None,
+    };
+
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let mut joiner = Joiner::new();
+    joiner.sync_table(&probes.table);
+    let result = rt.block_on(event_loop(&mut probes, ringbuf, &mut joiner, &tx, &mode, opts, child));
+    let child_exit = match result {
+        Ok(c) => c,
+        Err(e) => {
+            drop(tx);
+            let _ = writer_thread.join();
+            return Err(e);
+        }
+    };
+
+    // Shutdown: close what is open, record the counters, then detach.
+    let mut rows = Vec::new();
+    joiner.finish(&mut rows);
+    let _ = tx.send(WriterMsg::Rows(rows));
+    let drops = probes.drops();
+    let per_cpu = probes.counter_per_cpu(rtl_common::counter::RINGBUF_DROPS).unwrap_or_default();
+    let meta = [
+        ("ringbuf_drops", drops.to_string()),
+        ("ringbuf_drops_per_cpu", per_cpu.iter().map(u64::to_string).collect::<Vec<_>>().join(",")),
+        ("probe_entries", probes.counter(rtl_common::counter::ENTRIES).to_string()),
+        ("probe_exits", probes.counter(rtl_common::counter::EXITS).to_string()),
+        ("events_decoded", joiner.stats.events.to_string()),
+        ("calls_unclosed", joiner.stats.unclosed_calls.to_string()),
+        ("returns_without_entry", joiner.orphan_returns().to_string()),
+        ("records_rejected", joiner.stats.decode_errors.to_string()),
+        ("agent_batches", joiner.stats.agent_batches.to_string()),
+        ("agent_batches_truncated", probes.counter(rtl_common::counter::AGENT_TRUNCATED).to_string()),
+        ("trace_end_ns", clock::ClockPair::now().monotonic_ns.to_string()),
+    ];
+    for (t, v) in meta {
+        let _ = tx.send(WriterMsg::Meta(t.into(), v));
+    }
+    drop(tx);
+    drop(probes);
+    let written = writer_thread.join().map_err(|_| anyhow!("the writer thread panicked"))??;
+    Ok(Outcome { output: opts.output.clone(), written, drops, child_exit })
+}
+
+fn attach_one(probes: &mut Probes, lib: &LibraryFile, msgs: &mut Vec<WriterMsg>) {
+    match probes.attach_library(lib) {
+        Ok(Some(r)) => {
+            let miss = if r.missing.is_empty() { String::new() } else { format!("; not exported there: {}", r.missing.join(", ")) };
+            say(format!("attached {} probes to {} (dev {:#x}, inode {}){miss}", r.probed, r.library, r.dev, r.ino));
+            msgs.push(WriterMsg::Library { path: r.library, dev: r.dev, ino: r.ino, probes: r.probed, missing: r.missing });
+        }
+        Ok(None) => {}
+        Err(e) => say(format!("skipping {}: {e:#}", lib.display)),
+    }
+}
+
+async fn event_loop(
+    probes: &mut Probes,
+    ringbuf: aya::maps::RingBuf<aya::maps::MapData>,
+    joiner: &mut Joiner,
+    tx: &SyncSender<WriterMsg>,
+    mode: &Mode,
+    opts: &TraceOpts,
+    child: Option<libc::pid_t>,
+) -> Result<Option<i32>> {
+    // SAFETY: the ring buffer owns its fd and outlives the AsyncFd, which owns the ring buffer.
+    let mut rb = unsafe { AsyncFd::register_with_interest(ringbuf, tokio::io::Interest::READABLE) }
+        .map_err(|e| anyhow!("polling the ring buffer: {e}"))?;
+    let mut sigint = signal(SignalKind::interrupt())?;
+    let mut sigterm = signal(SignalKind::terminate())?;
+    let mut sigchld = signal(SignalKind::child())?;
+    let mut tick = tokio::time::interval(Duration::from_millis(500));
+    let deadline = opts.duration.map(|d| Instant::now() + Duration::from_secs_f64(d));
+    let status_line = !opts.quiet && std::io::stderr().is_terminal();
+    let mut tracked: HashSet<u32> = match mode {
+        Mode::Pids(p) => p.iter().copied().collect(),
+        _ => HashSet::new(),
+    };
+    if let Some(c) = child {
+        tracked.insert(c as u32);
+    }
+    let mut rows: Vec<Row> = Vec::with_capacity(8192);
+    let mut last_status = (Instant::now(), 0u64);
+    let mut child_exit = None;
+    let mut last_rescan = Instant::now();
+    let stop_reason;
+    loop {
+        tokio::select! {
+            guard = rb.readable_mut() => {
+                let mut guard = guard?;
+                drain(guard.get_inner_mut(), joiner, &mut rows, &mut tracked, mode, tx)?;
+                guard.clear_ready();
+            }
+            _ = sigint.recv() => {
+                if child.is_some() && child_exit.is_none() {
+                    // The command got the same Ctrl-C; stop when it exits.
+                    say("interrupted: waiting for the command to exit (Ctrl-C again stops now)");
+                    if tokio::time::timeout(Duration::from_secs(5), sigint.recv()).await.is_ok() {
+                        stop_reason = "interrupted";
+                        break;
+                    }
+                    continue;
+                }
+                stop_reason = "interrupted";
+                break;
+            }
+            _ = sigterm.recv() => {
+                if let Some(c) = child {
+                    // SAFETY: signalling our own child.
+                    unsafe { libc::kill(c, libc::SIGTERM) };
+                }
+                stop_reason = "terminated";
+                break;
+            }
+            _ = sigchld.recv() => {
+                if let Some(c) = child {
+                    if let Some(code) = reap(c) {
+                        child_exit = Some(code);
+                        stop_reason = "command exited";
+                        break;
+                    }
+                }
+            }
+            _ = tick.tick() => {
+                if let Some(d) = deadline {
+                    if Instant::now() >= d { stop_reason = "duration reached"; break; }
+                }
+                if let Some(c) = child {
+                    if let Some(code) = reap(c) { child_exit = Some(code); stop_reason = "command exited"; break; }
+                }
+                if last_rescan.elapsed() >= Duration::from_secs(1) {
+                    last_rescan = Instant::now();
+                    rescan(probes, mode, &tracked, tx);
+                    joiner.sync_table(&probes.table);
+                }
+                if status_line {
+                    let now = Instant::now();
+                    let dt = now.duration_since(last_status.0).as_secs_f64().max(1e-3);
+                    let rate = (joiner.stats.events - last_status.1) as f64 / dt;
+                    last_status = (now, joiner.stats.events);
+                    eprint!("\r\x1b[2K[rtl-ebpf] {:>9.0} events/s  {:>10} calls  {:>4} processes  {:>6} open  drops {}",
+                        rate, joiner.stats.calls, joiner.processes(), joiner.open_calls(), probes.drops());
+                    let _ = std::io::stderr().flush();
+                }
+            }
+        }
+    }
+    // Last drain: everything the probes produced before we stopped.
+    drain(rb.get_mut(), joiner, &mut rows, &mut tracked, mode, tx)?;
+    if status_line {
+        eprintln!();
+    }
+    say(format!("stopping: {stop_reason}"));
+    Ok(child_exit)
+}
+
+fn drain(
+    rb: &mut aya::maps::RingBuf<aya::maps::MapData>,
+    joiner: &mut Joiner,
+    rows: &mut Vec<Row>,
+    tracked: &mut HashSet<u32>,
+    mode: &Mode,
+    tx: &SyncSender<WriterMsg>,
+) -> Result<()> {
+    while let Some(item) = rb.next() {
+        match decode(&item) {
+            Ok(ev) => {
+                if let (Event::Fork(h, c), Mode::Run(_)) = (&ev, mode) {
+                    if tracked.contains(&((h.pid_tgid >> 32) as u32)) {
+                        tracked.insert(*c);
+                    }
+                }
+                joiner.push(ev, rows);
+            }
+            Err(_) => joiner.stats.decode_errors += 1,
+        }
+        if rows.len() >= 8192 {
+            tx.send(WriterMsg::Rows(std::mem::take(rows))).map_err(|_| anyhow!("the trace writer stopped"))?;
+        }
+    }
+    if !rows.is_empty() {
+        tx.send(WriterMsg::Rows(std::mem::take(rows))).map_err(|_| anyhow!("the trace writer stopped"))?;
+    }
+    Ok(())
+}
+
+/// Looks for library copies that appeared since the start (a new venv, a dlopen, a container).
+fn rescan(probes: &mut Probes, mode: &Mode, tracked: &HashSet<u32>, tx: &SyncSender<WriterMsg>) {
+    let found: Vec<LibraryFile> = match mode {
+        Mode::All => library::mapped_anywhere(),
+        _ => tracked.iter().filter_map(|&p| library::mapped_by(p).ok()).flatten().collect(),
+    };
+    let mut msgs = Vec::new();
+    for lib in library::dedup(found) {
+        if !probes.is_attached(&lib) {
+            attach_one(probes, &lib, &mut msgs);
+        }
+    }
+    for m in msgs {
+        let _ = tx.send(m);
+    }
+}
+
+/// A forked child held before exec until the probes are ready for it.
+struct HeldChild {
+    pid: libc::pid_t,
+    go: std::fs::File,
+}
+
+impl HeldChild {
+    fn release(mut self) -> Result<()> {
+        self.go.write_all(b"g").context("releasing the command")?;
+        Ok(())
+    }
+}
+
+fn spawn_held(cmd: &[String]) -> Result<HeldChild> {
+    let argv: Vec<CString> =
+        cmd.iter().map(|a| CString::new(a.as_bytes())).collect::<Result<_, _>>().context("argument contains NUL")?;
+    let mut argv_ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
+    argv_ptrs.push(std::ptr::null());
+    let mut fds = [0; 2];
+    // SAFETY: valid array of two ints.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error()).context("pipe");
+    }
+    // SAFETY: the child only calls async-signal-safe functions (read, close, execvp, write, _exit).
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(std::io::Error::last_os_error()).context("fork");
+    }
+    if pid == 0 {
+        unsafe {
+            libc::close(fds[1]);
+            let mut b = 0u8;
+            let n = libc::read(fds[0], (&mut b as *mut u8).cast(), 1);
+            if n != 1 {
+                libc::_exit(127);
+            }
+            libc::execvp(argv_ptrs[0], argv_ptrs.as_ptr());
+            let msg = b"rtl-ebpf: cannot execute the command\n";
+            libc::write(2, msg.as_ptr().cast(), msg.len());
+            libc::_exit(127);
+        }
+    }
+    // SAFETY: closing our copy of the read end; wrapping the write end we own.
+    unsafe { libc::close(fds[0]) };
+    let go = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fds[1]) };
+    let _ = go.as_raw_fd();
+    Ok(HeldChild { pid, go })
+}
+
+/// Reaps the child if it has exited: its exit code (128 + signal if killed).
+fn reap(pid: libc::pid_t) -> Option<i32> {
+    let mut status = 0;
+    // SAFETY: plain waitpid on our child.
+    let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+    if r != pid {
+        return None;
+    }
+    if libc::WIFEXITED(status) {
+        Some(libc::WEXITSTATUS(status))
+    } else if libc::WIFSIGNALED(status) {
+        Some(128 + libc::WTERMSIG(status))
+    } else {
+        None
+    }
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname").map(|s| s.trim().to_string()).unwrap_or_default()
+}
+
+/// Prints the end-of-session summary.
+pub fn print_outcome(o: &Outcome) {
+    let _ = report::print_session_summary(o);
+}

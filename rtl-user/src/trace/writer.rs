@@ -1,0 +1,221 @@
+//! Writes trace rows into the SQLite file, one transaction per batch.
+//!
+//! The file is created 0600 (O_EXCL, no symlink following) and, under sudo, handed to the
+//! invoking user. It runs in WAL mode while tracing, so a collector killed at any moment leaves
+//! a consistent database up to the last committed batch; `finish` checkpoints and switches back
+//! to a single-file journal.
+
+use std::collections::HashMap;
+use std::fs::OpenOptions;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, Context, Result};
+use rusqlite::{params, Connection};
+
+use super::schema;
+use crate::error::Fatal;
+use crate::join::rows::Row;
+
+/// Rows written so far (after commit).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct WriterStats {
+    pub api_rows: u64,
+    pub op_rows: u64,
+    pub batches: u64,
+}
+
+pub struct TraceWriter {
+    conn: Connection,
+    path: PathBuf,
+    strings: HashMap<String, i64>,
+    pub stats: WriterStats,
+}
+
+/// Creates a new file for the trace; refuses to replace an existing one unless `force`.
+fn create_file(path: &Path, force: bool) -> Result<()> {
+    if force {
+        for suffix in ["", "-wal", "-shm", "-journal"] {
+            let p = PathBuf::from(format!("{}{suffix}", path.display()));
+            match std::fs::remove_file(&p) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(anyhow!(Fatal::Output(format!("cannot replace {}: {e}", p.display())))),
+            }
+        }
+    }
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(|e| {
+            let hint = if e.kind() == std::io::ErrorKind::AlreadyExists {
+                " (it exists: choose another -o, or pass --force to replace it)"
+            } else {
+                ""
+            };
+            anyhow!(Fatal::Output(format!("cannot create trace file {}: {e}{hint}", path.display())))
+        })?;
+    Ok(())
+}
+
+/// Under sudo, gives a file to the user who ran sudo.
+pub fn chown_to_invoker(path: &Path) {
+    let (Ok(uid), Ok(gid)) = (std::env::var("SUDO_UID"), std::env::var("SUDO_GID")) else { return };
+    let (Ok(uid), Ok(gid)) = (uid.parse::<u32>(), gid.parse::<u32>()) else { return };
+    let _ = std::os::unix::fs::chown(path, Some(uid), Some(gid));
+}
+
+impl TraceWriter {
+    pub fn create(path: &Path, force: bool) -> Result<Self> {
+        create_file(path, force)?;
+        chown_to_invoker(path);
+        let conn = Connection::open(path).with_context(|| format!("opening {}", path.display()))?;
+        conn.execute_batch("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;")
+            .map_err(|e| anyhow!(Fatal::Output(format!("cannot write {}: {e}", path.display()))))?;
+        for sql in [schema::TABLES, schema::INDEXES, schema::VIEWS, schema::SEED] {
+            conn.execute_batch(sql).map_err(|e| anyhow!(Fatal::Output(format!("cannot write {}: {e}", path.display()))))?;
+        }
+        let mut w = Self { conn, path: path.to_path_buf(), strings: HashMap::new(), stats: WriterStats::default() };
+        w.strings.insert(String::new(), 1);
+        w.set_meta("schema_version", schema::RPD_SCHEMA_VERSION)?;
+        w.set_meta("rtl_schema_version", &schema::RTL_SCHEMA_VERSION.to_string())?;
+        w.set_meta("gpu_stride", "1000")?;
+        w.set_meta("pid_stride", "10000000")?;
+        Ok(w)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Sets (replaces) one metadata tag.
+    pub fn set_meta(&mut self, tag: &str, value: &str) -> Result<()> {
+        let tx = self.conn.transaction()?;
+        tx.execute("DELETE FROM rocpd_metadata WHERE tag = ?1", params![tag])?;
+        tx.execute("INSERT INTO rocpd_metadata (tag, value) VALUES (?1, ?2)", params![tag, value])?;
+        tx.commit().map_err(|e| self.io_error(e))
+    }
+
+    fn io_error(&self, e: rusqlite::Error) -> anyhow::Error {
+        anyhow!(Fatal::Output(format!("writing {} failed: {e}", self.path.display())))
+    }
+
+    /// Writes one batch of rows in a single transaction.
+    pub fn write(&mut self, rows: &[Row]) -> Result<()> {
+        let path = self.path.clone();
+        let io_error = move |e: rusqlite::Error| anyhow!(Fatal::Output(format!("writing {} failed: {e}", path.display())));
+        let tx = self.conn.transaction().map_err(&io_error)?;
+        let (mut apis, mut ops) = (0u64, 0u64);
+        {
+            let mut intern = |s: &str, tx: &rusqlite::Transaction| -> rusqlite::Result<i64> {
+                if let Some(&id) = self.strings.get(s) {
+                    return Ok(id);
+                }
+                tx.prepare_cached("INSERT INTO rocpd_string (string) VALUES (?1)")?.execute(params![s])?;
+                let id = tx.last_insert_rowid();
+                self.strings.insert(s.to_string(), id);
+                Ok(id)
+            };
+            for row in rows {
+                match row {
+                    Row::Api(r) => {
+                        let name = intern(&r.name, &tx)?;
+                        tx.prepare_cached(
+                            "INSERT INTO rocpd_api (id, pid, tid, start, end, apiName_id, correlation_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?1)",
+                        )?
+                        .execute(params![r.id, r.pid, r.tid, r.start as i64, r.end as i64, name])?;
+                        apis += 1;
+                    }
+                    Row::RtlApi(r) => {
+                        tx.prepare_cached(
+                            "INSERT INTO rtl_api (api_id, ret, status, a0, a1, a2, a3) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                        )?
+                        .execute(params![r.id, r.ret, r.status as i64, r.a[0], r.a[1], r.a[2], r.a[3]])?;
+                    }
+                    Row::Kernel(k) => {
+                        let name = intern(&k.name, &tx)?;
+                        tx.prepare_cached(
+                            "INSERT INTO rocpd_kernelapi (api_ptr_id, stream, gridX, gridY, gridZ, workgroupX, workgroupY, workgroupZ, groupSegmentSize, privateSegmentSize, kernelName_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 0, ?10)",
+                        )?
+                        .execute(params![
+                            k.id,
+                            format!("0x{:x}", k.stream),
+                            k.grid[0], k.grid[1], k.grid[2],
+                            k.block[0], k.block[1], k.block[2],
+                            k.shmem as i64,
+                            name
+                        ])?;
+                    }
+                    Row::Copy(c) => {
+                        tx.prepare_cached(
+                            "INSERT INTO rocpd_copyapi (api_ptr_id, stream, size, width, height, kind, dst, src, sync) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                        )?
+                        .execute(params![
+                            c.id,
+                            format!("0x{:x}", c.stream),
+                            c.size as i64,
+                            c.width as i64,
+                            c.height as i64,
+                            c.kind,
+                            format!("0x{:x}", c.dst),
+                            format!("0x{:x}", c.src),
+                            c.sync
+                        ])?;
+                    }
+                    Row::Op(o) => {
+                        let desc = intern(&o.description, &tx)?;
+                        let ty = intern(o.op_type, &tx)?;
+                        tx.prepare_cached(
+                            "INSERT INTO rocpd_op (gpuId, queueId, sequenceId, start, end, description_id, opType_id, correlation_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                        )?
+                        .execute(params![o.gpu, o.queue, o.seq, o.start as i64, o.end as i64, desc, ty, o.correlation_id])?;
+                        let op_id = tx.last_insert_rowid();
+                        if let Some(api) = o.api_id {
+                            tx.prepare_cached("INSERT INTO rocpd_api_ops (api_id, op_id) VALUES (?1, ?2)")?
+                                .execute(params![api, op_id])?;
+                        }
+                        ops += 1;
+                    }
+                    Row::Process(p) => {
+                        tx.prepare_cached(
+                            "INSERT OR REPLACE INTO rtl_process (pid, ppid, exe, cmdline, first_ns, last_ns, exited) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                        )?
+                        .execute(params![p.pid, p.ppid, p.exe, p.cmdline, p.first_ns as i64, p.last_ns as i64, p.exited])?;
+                    }
+                }
+            }
+            Ok::<(), rusqlite::Error>(())
+        }
+        .map_err(&io_error)?;
+        tx.commit().map_err(&io_error)?;
+        self.stats.api_rows += apis;
+        self.stats.op_rows += ops;
+        self.stats.batches += 1;
+        Ok(())
+    }
+
+    /// Records an attached library.
+    pub fn add_library(&mut self, path: &str, dev: u64, ino: u64, probes: usize, missing: &[String]) -> Result<()> {
+        self.conn
+            .execute(
+                "INSERT INTO rtl_library (path, dev, inode, probes, missing) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![path, dev as i64, ino as i64, probes as i64, missing.join(",")],
+            )
+            .map_err(|e| self.io_error(e))?;
+        Ok(())
+    }
+
+    /// Checkpoints the WAL into the main file and leaves a single-file database.
+    pub fn finish(self) -> Result<WriterStats> {
+        self.conn
+            .execute_batch("PRAGMA wal_checkpoint(TRUNCATE); PRAGMA journal_mode=DELETE;")
+            .map_err(|e| anyhow!(Fatal::Output(format!("finishing {}: {e}", self.path.display()))))?;
+        let stats = self.stats;
+        drop(self.conn);
+        chown_to_invoker(&self.path);
+        Ok(stats)
+    }
+}
