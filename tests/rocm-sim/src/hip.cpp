@@ -653,7 +653,7 @@ void op_complete(uint64_t cookie, const rocm_sim_op_timing_t* t) {
         .i64("queue", t->queue_index).u64("hsa_queue_id", t->hsa_queue_id).u64("start", t->start_ns)
         .u64("end", t->end_ns).u64("start_rt", prof::mono_to_rt(t->start_ns)).u64("end_rt", prof::mono_to_rt(t->end_ns))
         .ptr("stream", op->stream_arg).boolean("is_graph", op->is_graph).u64("graph_exec", op->graph_exec)
-        .u64("graph_node", op->graph_node).u64("batch", t->batch).u64("api_seq", op->api_seq)
+        .u64("graph_node", op->graph_node).u64("queue_depth", t->batch).u64("api_seq", op->api_seq)
         .str("api", op->api_name).i64("api_tid", op->api_tid);
     if (n.kind == OP_DISPATCH) {
       j.str("kernel", n.k ? n.k->name.c_str() : nullptr).str("kernel_demangled", n.k ? n.k->demangled.c_str() : nullptr)
@@ -1469,6 +1469,7 @@ static hipError_t module_from_image(Api& api, hipModule_t* out, const void* imag
   size_t n = size;
   if (!n) n = sim::elf_image_size(image);
   if (!n) n = sim::bundle_image_size(image);
+  if (!n && memcmp(image, "ROCMSIM-CO\n", 11) == 0) n = strlen((const char*)image);
   std::vector<std::string> names;
   if (n && sim::parse_code_object(image, n, names) && !names.empty()) {
     m->co.names_known = true;
@@ -1481,7 +1482,7 @@ static hipError_t module_from_image(Api& api, hipModule_t* out, const void* imag
       m->co.kernels.push_back(k);
       m->funcs[nm] = k;
     }
-  } else if (size >= 11 && memcmp(image, "ROCMSIM-CO\n", 11) == 0) {
+  } else if (n >= 11 && memcmp(image, "ROCMSIM-CO\n", 11) == 0) {
     m->co.names_known = true;  // an empty simulator code object
   }
   *out = reinterpret_cast<hipModule_t>(m);

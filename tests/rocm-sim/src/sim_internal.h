@@ -27,7 +27,7 @@ typedef struct rocm_sim_op_timing_s {
   uint32_t queue_index;  // hardware queue index within the device
   uint64_t hsa_queue_id; // hsa_queue_t::id of the executing hardware queue
   uint32_t packet_type;  // AQL packet type
-  uint32_t batch;        // packets delivered in the same doorbell batch
+  uint32_t batch;        // packets queued (this one included) when it started executing
 } rocm_sim_op_timing_t;
 
 // Called on the device thread for vendor packets: performs the data movement, returns duration ns.
