@@ -222,6 +222,10 @@ fn op_from(rec: &ApiRecord, g: &GpuActivity, version: u8, api_name_id: u32, reco
 /// # Safety
 /// `rec` is a live profiler record.
 unsafe fn complete(rec: &ApiRecord) -> bool {
+    // The runtime fills a record in during the call (end time last) and the GPU ops later.
+    if rec.end_ns == 0 {
+        return false;
+    }
     if rec.flags & REC_HAS_GPU == 0 {
         return true;
     }
@@ -299,8 +303,11 @@ pub fn chunk_ranges(chunk_count: usize, chunk_size: usize, total_count: usize) -
 
 /// Reset the v0 runtime buffer when it holds more records than this.
 pub const RESET_THRESHOLD: usize = 1 << 20;
-/// Drains a record may hold the cursor back waiting for its GPU end time.
+/// Drains a record may hold the cursor back waiting for its GPU end time (only when the
+/// deferred list is full).
 pub const MAX_STALLS: u32 = 50;
+/// Incomplete records (call still running, GPU work not finished) remembered past the cursor.
+pub const MAX_DEFERRED: usize = 1 << 16;
 
 #[derive(Debug, Default)]
 pub struct DrainState {
@@ -313,6 +320,9 @@ pub struct DrainState {
     pub stalls: u32,
     /// GetRecords used the early v0 contiguous form `(const rec** records, size_t* count)`.
     pub contiguous: bool,
+    /// Records past the cursor that were not complete yet: (record_index, record address).
+    /// The runtime keeps records in place (until a v0 Reset, which waits for this to empty).
+    pub deferred: Vec<(u64, usize)>,
 }
 
 type GetRecordsFn = unsafe extern "C" fn(*mut *const c_void, *mut usize, *mut usize, *mut usize) -> HipError;
@@ -324,6 +334,18 @@ type VoidFn = unsafe extern "C" fn() -> HipError;
 /// # Safety
 /// `api` holds the runtime's functions.
 pub unsafe fn drain(api: &Api, version: u8, st: &mut DrainState, final_pass: bool, emit: &mut dyn FnMut(&GpuOp)) {
+    // Records deferred by earlier passes first.
+    if !st.deferred.is_empty() {
+        st.deferred.retain(|&(index, rec)| {
+            let rec = rec as *const ApiRecord;
+            if final_pass || complete(&*rec) {
+                convert(rec, version, index, emit);
+                false
+            } else {
+                true
+            }
+        });
+    }
     let get: GetRecordsFn = std::mem::transmute(api.get_records);
     let mut chunks: *const c_void = std::ptr::null();
     let mut chunk_count: usize = 0;
@@ -360,12 +382,17 @@ pub unsafe fn drain(api: &Api, version: u8, st: &mut DrainState, final_pass: boo
         }
     }
     if total < st.cursor {
-        // The runtime's buffer shrank under us (reset by someone else): start over.
+        // The runtime's buffer shrank under us (reset by someone else): start over; deferred
+        // records are gone with it.
         st.base += st.cursor as u64;
         st.cursor = 0;
+        if !st.deferred.is_empty() {
+            record_error(-3);
+            st.deferred.clear();
+        }
     }
     if let Some(reset) = api.reset {
-        if !st.reset_disabled && st.cursor >= RESET_THRESHOLD && st.cursor == total {
+        if !st.reset_disabled && st.deferred.is_empty() && st.cursor >= RESET_THRESHOLD && st.cursor == total {
             let reset: VoidFn = std::mem::transmute(reset);
             let rc = reset();
             if rc == 0 {
@@ -396,6 +423,11 @@ unsafe fn consume(
     for i in from..start + len {
         let rec = p.add(i - start);
         if !final_pass && !complete(&*rec) {
+            if st.deferred.len() < MAX_DEFERRED {
+                st.deferred.push((st.base + i as u64, rec as usize));
+                st.cursor = i + 1;
+                continue;
+            }
             st.stalls += 1;
             if st.stalls <= MAX_STALLS {
                 return false;
@@ -752,12 +784,18 @@ pub(crate) mod tests {
             push(f, record(1, 7));
         }
         run(&api, &mut st, &mut out);
-        assert!(out.is_empty(), "incomplete graph launch holds the cursor");
+        assert_eq!(out.len(), 1, "the incomplete graph launch is deferred, the next record goes");
+        assert_eq!(out[0].record_index, 1);
+        assert_eq!(st.deferred.len(), 1);
+        run(&api, &mut st, &mut out);
+        assert_eq!(out.len(), 1, "still incomplete");
         spill[2].end_ns = 99;
         let spills0 = counters().batches_with_spill.load(Relaxed);
         run(&api, &mut st, &mut out);
         assert_eq!(out.len(), 5);
+        assert!(st.deferred.is_empty());
         assert_eq!(counters().batches_with_spill.load(Relaxed), spills0 + 1);
+        let out: Vec<GpuOp> = out[1..].to_vec();
         for (k, o) in out[..4].iter().enumerate() {
             assert_eq!(o.op_index, k as u32);
             assert_eq!(o.op_count, 4);
@@ -767,6 +805,15 @@ pub(crate) mod tests {
         assert_eq!(out[1].copy_kind, 7);
         assert_eq!(out[1].bytes, 4096);
         assert_eq!(out[3].gpu_end_ns, 99);
+        // A call still running (no end time) is deferred too, and emitted by the final pass.
+        let mut r = record(2, 7);
+        r.end_ns = 0;
+        push(FAKE.lock().unwrap().as_mut().unwrap(), r);
+        let mut out = vec![];
+        run(&api, &mut st, &mut out);
+        assert!(out.is_empty());
+        unsafe { drain(&api, wire::API_V0, &mut st, true, &mut |o| out.push(*o)) };
+        assert_eq!(out.len(), 1);
         FAKE.lock().unwrap().as_mut().unwrap().spills = spill;
     }
 
