@@ -303,6 +303,24 @@ void do_init() {
   rocm_sim_set_hooks(vendor_exec, op_complete);
   std::vector<hsa_agent_t> gpus;
   hsa_iterate_agents(collect_gpu, &gpus);
+  // HIP_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES: comma separated GPU indices, renumbered from 0
+  const char* vis = sim::env_str("HIP_VISIBLE_DEVICES", sim::env_str("CUDA_VISIBLE_DEVICES"));
+  if (vis) {
+    std::vector<hsa_agent_t> sel;
+    std::string v(vis);
+    size_t pos = 0;
+    while (pos <= v.size()) {
+      size_t c = v.find(',', pos);
+      std::string item = v.substr(pos, c == std::string::npos ? std::string::npos : c - pos);
+      char* end = nullptr;
+      long idx = strtol(item.c_str(), &end, 10);
+      if (end == item.c_str() || idx < 0 || idx >= long(gpus.size())) break;  // stop at the first invalid entry
+      sel.push_back(gpus[size_t(idx)]);
+      if (c == std::string::npos) break;
+      pos = c + 1;
+    }
+    gpus = sel;
+  }
   if (gpus.empty()) { g_init_err = hipErrorNoDevice; return; }
   for (size_t i = 0; i < gpus.size(); i++) {
     Device* d = new Device();
@@ -649,7 +667,8 @@ void op_complete(uint64_t cookie, const rocm_sim_op_timing_t* t) {
   const Node& n = op->n;
   if (n.kind != OP_INTERNAL && sim::truth().on) {
     sim::Json j;
-    j.str("type", "op").str("op", op_name(n.kind)).i64("pid", my_pid()).i64("device", t->device)
+    j.str("type", "op").str("op", op_name(n.kind)).i64("pid", my_pid()).i64("device", op->device)
+        .i64("gpu", t->device)
         .i64("queue", t->queue_index).u64("hsa_queue_id", t->hsa_queue_id).u64("start", t->start_ns)
         .u64("end", t->end_ns).u64("start_rt", prof::mono_to_rt(t->start_ns)).u64("end_rt", prof::mono_to_rt(t->end_ns))
         .ptr("stream", op->stream_arg).boolean("is_graph", op->is_graph).u64("graph_exec", op->graph_exec)
@@ -675,7 +694,7 @@ void op_complete(uint64_t cookie, const rocm_sim_op_timing_t* t) {
     uint32_t opk = n.kind == OP_DISPATCH ? HIP_GPU_ACTIVITY_OP_DISPATCH
                    : n.kind == OP_BARRIER ? HIP_GPU_ACTIVITY_OP_BARRIER : HIP_GPU_ACTIVITY_OP_COPY;
     uint32_t ck = n.kind == OP_COPY ? n.prof_kind : n.kind == OP_MEMSET ? uint32_t(hipGpuCopyFill) : 0;
-    a->flags = HIP_GPU_ACTIVITY_MAKE_FLAGS(opk, op->is_graph ? 1u : 0u, ck, t->device, t->queue_index);
+    a->flags = HIP_GPU_ACTIVITY_MAKE_FLAGS(opk, op->is_graph ? 1u : 0u, ck, uint32_t(op->device), t->queue_index);
     a->begin_ns = prof::mono_to_rt(t->start_ns);
     a->end_ns = prof::mono_to_rt(t->end_ns);
     if (n.kind == OP_DISPATCH) {

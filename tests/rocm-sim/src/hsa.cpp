@@ -894,9 +894,10 @@ hsa_status_t i_amd_queue_intercept_create(hsa_agent_t ah, uint32_t size, hsa_que
   if (cfg().intercept_unsupported) return HSA_STATUS_ERROR;
   if (!valid_agent(ah) || !A(ah)->gpu) return HSA_STATUS_ERROR_INVALID_AGENT;
   if (!out || size == 0 || (size & (size - 1))) return HSA_STATUS_ERROR_INVALID_ARGUMENT;
-  // The hardware queue is created through the table, as ROCr's InterceptQueue wraps a real queue.
+  // The hardware queue underneath is created internally (not through the table: tools wrap
+  // hsa_queue_create to call this function).
   hsa_queue_t* hwq = nullptr;
-  hsa_status_t s = g_tab->core.hsa_queue_create_fn(ah, size, type, cb, data, ps, gs, &hwq);
+  hsa_status_t s = i_queue_create(ah, size, type, cb, data, ps, gs, &hwq);
   if (s != HSA_STATUS_SUCCESS) return s;
   Queue* proxy = make_queue(A(ah), size, false);
   proxy->is_intercept = true;
