@@ -95,7 +95,7 @@ struct Stream {
   bool is_null = false;
   Graph* capture = nullptr;
   uint64_t capture_id = 0;
-  std::mutex submit_m;
+  std::mutex* qlock = nullptr;  // shared by every stream on the same hardware queue
 };
 struct Event {
   uint32_t magic = kEventMagic;
@@ -111,6 +111,7 @@ struct Device {
   std::mutex m;
   std::vector<hsa_queue_t*> queues;
   std::vector<uint32_t> queue_index;
+  std::vector<std::mutex*> queue_locks;  // submissions to one hardware queue are serialized
   uint32_t rr = 0;
   Stream* null_stream = nullptr;
   std::set<Stream*> streams;
@@ -351,9 +352,14 @@ hsa_queue_t* get_queue(Device* d, uint32_t* qidx_out, bool first) {
     if (s != HSA_STATUS_SUCCESS || !q) return nullptr;
     d->queues.push_back(q);
     d->queue_index.push_back(uint32_t(d->queues.size() - 1));
+    d->queue_locks.push_back(new std::mutex());
   }
   *qidx_out = slot;
   return d->queues[slot];
+}
+std::mutex* queue_lock(Device* d, uint32_t slot) {
+  std::lock_guard<std::mutex> g(d->m);
+  return d->queue_locks[slot];
 }
 
 Stream* make_stream(Device* d, unsigned flags, int prio, bool is_null) {
@@ -364,6 +370,7 @@ Stream* make_stream(Device* d, unsigned flags, int prio, bool is_null) {
   s->dev = d;
   s->q = q;
   s->qidx = qi;
+  s->qlock = queue_lock(d, qi);
   s->flags = flags;
   s->priority = prio;
   s->is_null = is_null;
@@ -568,7 +575,7 @@ void submit(Stream* s, std::vector<Op*>& ops) {
   Device* d = s->dev;
   std::vector<uint8_t> buf(ops.size() * 64);
   for (size_t i = 0; i < ops.size(); i++) build_packet(ops[i], d, s, &buf[i * 64]);
-  std::lock_guard<std::mutex> g(s->submit_m);
+  std::lock_guard<std::mutex> g(*s->qlock);
   hsa_queue_t* q = s->q;
   uint64_t max_batch = q->size / 2;
   size_t done = 0;

@@ -44,7 +44,8 @@ std::atomic<int64_t> g_ops_pending{0};
 std::mutex* g_ops_mtx;
 std::condition_variable* g_ops_cv;
 int64_t g_rt_offset = 0;
-std::string g_output;
+std::string& out_path() { static std::string* s = new std::string(); return *s; }  // outlives static destructors
+#define g_output out_path()
 bool g_shutdown = false;
 
 void sleep_ns(uint64_t ns) {
