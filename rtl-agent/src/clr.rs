@@ -13,7 +13,7 @@
 //!   until a later drain (bounded by `MAX_STALLS`), so no op is published without its times.
 
 use std::ffi::{c_char, c_void, CStr};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
+use std::sync::atomic::{AtomicU64, Ordering::*};
 use std::sync::Mutex;
 
 use rtl_common::agent::{self as wire, ClockDomain, GpuOp, OpKind, Source};
@@ -252,6 +252,11 @@ unsafe fn complete(rec: &ApiRecord) -> bool {
 /// `rec` points to a live 256-byte profiler record whose spill list and names are live.
 pub unsafe fn convert(rec: *const ApiRecord, version: u8, record_index: u64, emit: &mut dyn FnMut(&GpuOp)) {
     let r: ApiRecord = std::ptr::read_unaligned(rec);
+    let fork_rt = FORK_RT.load(Relaxed);
+    if fork_rt != 0 && r.start_ns < fork_rt {
+        PARENT_RECORDS_SKIPPED.fetch_add(1, Relaxed);
+        return;
+    }
     counters().records_seen.fetch_add(1, Relaxed);
     if r.flags & REC_HAS_GPU == 0 {
         return;
@@ -452,8 +457,12 @@ pub struct Active {
 
 static ACTIVE: std::sync::OnceLock<Active> = std::sync::OnceLock::new();
 static CB_SEQ: AtomicU64 = AtomicU64::new(0);
-/// The process forked: the runtime's state belongs to the parent; do not call into it.
-pub static FORKED_CHILD: AtomicBool = AtomicBool::new(false);
+/// In a forked child: CLOCK_REALTIME at the fork. The child's runtime is a copy of its
+/// parent's, including records the parent will publish itself: records whose call started
+/// before the fork are skipped here.
+pub static FORK_RT: AtomicU64 = AtomicU64::new(0);
+/// Records skipped in a forked child as its parent's.
+pub static PARENT_RECORDS_SKIPPED: AtomicU64 = AtomicU64::new(0);
 
 pub fn active() -> Option<&'static Active> {
     ACTIVE.get()
@@ -462,7 +471,7 @@ pub fn active() -> Option<&'static Active> {
 /// The chunk callback: runs on a runtime thread; copies everything before returning.
 unsafe extern "C" fn on_chunk(records: *const u8, count: u32, _chunk_id: u32, _user: *mut c_void) {
     let _ = std::panic::catch_unwind(|| {
-        if records.is_null() || FORKED_CHILD.load(Relaxed) {
+        if records.is_null() {
             return;
         }
         let version = ACTIVE.get().map_or(wire::API_V0_1, |a| a.version);
@@ -515,7 +524,7 @@ pub unsafe fn start(api: Api) -> Result<&'static Active, HipError> {
 /// A periodic drain (no callback). `may_publish`: caller is an agent thread.
 pub fn poll(final_pass: bool) {
     let Some(a) = ACTIVE.get() else { return };
-    if a.callback || FORKED_CHILD.load(Relaxed) {
+    if a.callback {
         return;
     }
     let Ok(mut st) = a.drain.try_lock() else { return };
@@ -527,9 +536,6 @@ pub fn poll(final_pass: bool) {
 /// GetRecords pass when there is no callback. Return codes checked and counted.
 pub fn stop() {
     let Some(a) = ACTIVE.get() else { return };
-    if FORKED_CHILD.load(Relaxed) {
-        return;
-    }
     if !a.callback {
         poll(false);
     }

@@ -159,6 +159,7 @@ pub(crate) enum Reason {
     Atexit,
     Fini,
     HsaOnUnload,
+    UnderscoreExit,
 }
 
 pub(crate) fn is_duplicate() -> bool {
@@ -375,7 +376,7 @@ fn publisher_main() {
     let t0 = clock::monotonic_ns();
     let mut backoff = 5u64;
     let mut last_meta = clock::monotonic_ns();
-    if PHASE.load(Acquire) == ACTIVE && clr::FORKED_CHILD.load(Relaxed) {
+    if PHASE.load(Acquire) == ACTIVE && clr::FORK_RT.load(Relaxed) != 0 {
         publish::publish_meta(0);
     }
     while STOP.load(Acquire) == 0 {
@@ -425,13 +426,82 @@ pub(crate) fn shutdown(reason: Reason) {
     if PHASE.load(Acquire) == ACTIVE {
         publish::SHUTTING_DOWN.store(true, Release);
         if reason != Reason::HsaOnUnload {
-            clr::stop();
+            stop_runtime_bounded();
         }
         publish::publish_queued(0);
         INFO.status.store(wire::Status::Stopped as u8, Relaxed);
         publish::publish_meta(wire::BATCH_FINAL);
     }
     PHASE.store(DONE, Release);
+}
+
+/// Disable + final drain on a helper thread, waited for at most `STOP_WAIT_MS` (a forked child
+/// whose runtime is wedged by its parent's locks, or a runtime that never finishes its GPU
+/// work, must not hang the exit). Inline only if no thread can be created, and never then in a
+/// forked child.
+fn stop_runtime_bounded() {
+    static DONE_FLAG: AtomicBool = AtomicBool::new(false);
+    DONE_FLAG.store(false, Release);
+    let forked = clr::FORK_RT.load(Relaxed) != 0;
+    let wait_ms = if forked { STOP_WAIT_MS / 3 } else { STOP_WAIT_MS };
+    let r = std::thread::Builder::new().name("rtl-agent-stop".into()).stack_size(256 << 10).spawn(|| {
+        let _ = std::panic::catch_unwind(clr::stop);
+        DONE_FLAG.store(true, Release);
+    });
+    match r {
+        Ok(_) => {
+            let t0 = clock::monotonic_ns();
+            while !DONE_FLAG.load(Acquire) && clock::monotonic_ns() - t0 < wait_ms * 1_000_000 {
+                std::thread::sleep(std::time::Duration::from_micros(200));
+            }
+            if !DONE_FLAG.load(Acquire) {
+                say(&format!("the HIP runtime did not finish hipProfilerDisableExt within {wait_ms} ms; exiting without its last records"));
+            }
+        }
+        Err(_) if !forked => clr::stop(),
+        Err(_) => {}
+    }
+}
+
+/// Upper bound on the runtime's final Disable/drain at exit (ms).
+const STOP_WAIT_MS: u64 = 9_000;
+
+/// `_exit` / `_Exit` from the application (not the ones glibc's `exit` calls internally): flush
+/// first, when this is the agent's own process (not a vfork child sharing its memory) and a
+/// source is active. Forked workers that end with `_exit` (a common pattern) keep their records.
+fn exit_now(status: c_int) -> ! {
+    if std::process::id() == publish::PID.load(Relaxed) && PHASE.load(Acquire) == ACTIVE {
+        let _ = std::panic::catch_unwind(|| shutdown(Reason::UnderscoreExit));
+    }
+    static REAL: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let mut f = REAL.load(Relaxed);
+    if f == 0 {
+        // SAFETY: dlsym with RTLD_NEXT finds libc's _exit.
+        f = unsafe { libc::dlsym(libc::RTLD_NEXT, c"_exit".as_ptr()) } as usize;
+        REAL.store(f, Relaxed);
+    }
+    if f != 0 {
+        // SAFETY: libc's `void _exit(int)`.
+        let real: extern "C" fn(c_int) -> ! = unsafe { std::mem::transmute(f) };
+        real(status);
+    }
+    // SAFETY: exit_group never returns.
+    unsafe {
+        libc::syscall(libc::SYS_exit_group, status);
+    }
+    unreachable!()
+}
+
+/// Interposes libc's `_exit` (see [`exit_now`]).
+#[unsafe(no_mangle)]
+pub extern "C" fn _exit(status: c_int) -> ! {
+    exit_now(status)
+}
+
+/// Interposes libc's `_Exit` (see [`exit_now`]).
+#[unsafe(no_mangle)]
+pub extern "C" fn _Exit(status: c_int) -> ! {
+    exit_now(status)
 }
 
 extern "C" fn at_exit() {
@@ -448,7 +518,7 @@ extern "C" fn at_fork_child() {
         THREAD_RUNNING.store(false, Relaxed);
         STOP.store(0, Relaxed);
         if phase == ACTIVE {
-            clr::FORKED_CHILD.store(true, Relaxed);
+            clr::FORK_RT.store(clock::now(libc::CLOCK_REALTIME), Relaxed);
         }
         publish::reset_in_child();
         if matches!(phase, WAITING | ACTIVE) && !SHUTDOWN_STARTED.load(Relaxed) {
