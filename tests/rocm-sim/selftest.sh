@@ -61,6 +61,21 @@ if [ -e "$REAL" ]; then
   n=$(awk 'NR==FNR {real[$2]=1; next} ($2 in real)' src/hip_symbols.txt "$TMP/sim.syms" | wc -l)
   echo "      ($n of $(wc -l < src/hip_symbols.txt) real hip_* symbols implemented)"
 fi
+# like Debian's real library, every exported hip* function starts with `push %rbp` (cheap uprobes)
+objdump -T "$LIB/libamdhip64.so.5" | grep -v '\*UND\*' | awk '{print $NF}' | grep '^hip' | sort -u > "$TMP/hipsyms"
+objdump -d --no-show-raw-insn "$LIB/libamdhip64.so.5" > "$TMP/dis"
+python3 - "$TMP/hipsyms" "$TMP/dis" > "$TMP/pro.log" 2>&1 <<'EOF2' && ok "abi: every exported hip* function starts with push %rbp" || ko "abi: prologues" "$TMP/pro.log"
+import re, sys
+syms = set(open(sys.argv[1]).read().split())
+lines = open(sys.argv[2]).read().split("\n")
+bad = []
+for i, l in enumerate(lines):
+    m = re.match(r"^[0-9a-f]+ <([^>@]+)>:", l)
+    if m and m.group(1) in syms and not lines[i + 1].split("\t")[-1].strip().startswith("push   %rbp"):
+        bad.append(m.group(1))
+print("not push %rbp:", bad) if bad else None
+sys.exit(1 if bad else 0)
+EOF2
 if objdump -p "$LIB/libamdhip64.so.5" | grep -q 'SONAME *libamdhip64.so.5' && objdump -p "$LIB/libhsa-runtime64.so.1" | grep -q 'SONAME *libhsa-runtime64.so.1'; then
   ok "abi: sonames"; else ko "abi: sonames"; fi
 if sim ldd "$BT/api_c" | grep libamdhip64 | grep -q "$LIB"; then ok "abi: a real-ROCm-linked binary resolves to the simulator"; else ko "abi: ldd" ; fi
