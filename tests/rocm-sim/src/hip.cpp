@@ -12,6 +12,7 @@
 #include <cxxabi.h>
 #include <map>
 #include <set>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <unordered_map>
 
@@ -299,7 +300,15 @@ void op_complete(uint64_t cookie, const rocm_sim_op_timing_t* t);
 
 Stream* make_stream(Device* d, unsigned flags, int prio, bool is_null);
 
+// A child forked after the runtime started has no device threads: fail its HIP calls instead of
+// hanging (real ROCm does not support HIP in such a child either).
+void atfork_child() {
+  t_tid = 0;
+  if (!devices().empty()) g_init_err = hipErrorNotInitialized;
+}
+
 void do_init() {
+  pthread_atfork(nullptr, nullptr, atfork_child);
   if (hsa_init() != HSA_STATUS_SUCCESS) { g_init_err = hipErrorNotInitialized; return; }
   rocm_sim_set_hooks(vendor_exec, op_complete);
   std::vector<hsa_agent_t> gpus;
@@ -633,6 +642,7 @@ hipError_t enqueue(Api& api, Stream* s, hipStream_t sarg, const Node& n, Event* 
     std::lock_guard<std::mutex> g(e->m);
     hsa_signal_t sig;
     hsa_signal_create(1, 0, nullptr, &sig);
+    if (e->sig.handle) hsa_signal_destroy(e->sig);
     e->sig = sig;
     e->recorded = true;
     *out = sig;
@@ -883,6 +893,7 @@ EXPORT hipError_t hipGetDeviceCount(int* count) {
   ensure_init();
   Api api("hipGetDeviceCount", nullptr);
   if (long f = api.fail()) return api.ret(hipError_t(f));
+  if (g_init_err != hipSuccess && g_init_err != hipErrorNoDevice) return api.ret(g_init_err);
   if (!count) return api.ret(hipErrorInvalidValue);
   *count = int(devices().size());
   api.j.i64("count", *count);
@@ -1352,9 +1363,11 @@ EXPORT hipError_t hipEventRecord(hipEvent_t eh, hipStream_t sh) {
   op->barrier_reason = "event_record";
   {
     std::lock_guard<std::mutex> g(e->m);
+    hsa_signal_t old = e->sig;
     hsa_signal_create(1, 0, nullptr, &e->sig);
     e->recorded = true;
     op->ev_sig = e->sig;
+    if (old.handle) hsa_signal_destroy(old);  // reclaimed late by the runtime (quarantine)
   }
   std::vector<Op*> ops{op};
   attach_prof(api, ops);

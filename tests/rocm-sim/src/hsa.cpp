@@ -11,6 +11,7 @@
 
 #include <condition_variable>
 #include <cxxabi.h>
+#include <deque>
 #include <dlfcn.h>
 #include <map>
 #include <set>
@@ -659,10 +660,20 @@ hsa_status_t i_signal_create(hsa_signal_value_t v, uint32_t, const hsa_agent_t*,
 hsa_status_t i_amd_signal_create(hsa_signal_value_t v, uint32_t n, const hsa_agent_t* c, uint64_t, hsa_signal_t* out) {
   return i_signal_create(v, n, c, out);
 }
+// Destroyed signals are freed only after 16384 later destructions: a device thread may still be
+// notifying waiters of a signal its waiter has just destroyed.
+std::mutex& quarantine_mtx() { static auto* m = new std::mutex(); return *m; }
+std::deque<Signal*>& quarantine() { static auto* q = new std::deque<Signal*>(); return *q; }
 hsa_status_t i_signal_destroy(hsa_signal_t s) {
   if (!s.handle || S(s)->magic != kSignalMagic) return HSA_STATUS_ERROR_INVALID_SIGNAL;
   S(s)->magic = 0xdead;
-  // Not freed: the device thread or a tool may still touch a recycled signal briefly.
+  Signal* victim = nullptr;
+  {
+    std::lock_guard<std::mutex> g(quarantine_mtx());
+    quarantine().push_back(S(s));
+    if (quarantine().size() > 16384) { victim = quarantine().front(); quarantine().pop_front(); }
+  }
+  delete victim;
   return HSA_STATUS_SUCCESS;
 }
 hsa_signal_value_t i_signal_load(hsa_signal_t s) { return S(s)->value.load(); }
