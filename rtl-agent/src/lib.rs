@@ -375,10 +375,9 @@ fn publisher_main() {
     let cfg = config();
     let t0 = clock::monotonic_ns();
     let mut backoff = 5u64;
+    // A forked child publishes nothing until it has something (or a second passed): a child
+    // that execs at once starts a fresh agent in the same pid (batch_seq 0 again).
     let mut last_meta = clock::monotonic_ns();
-    if PHASE.load(Acquire) == ACTIVE && clr::FORK_RT.load(Relaxed) != 0 {
-        publish::publish_meta(0);
-    }
     while STOP.load(Acquire) == 0 {
         match PHASE.load(Acquire) {
             WAITING => {

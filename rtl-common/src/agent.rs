@@ -16,7 +16,9 @@
 //! Strings are interned per process: a `GpuOp` refers to `kernel_name_id` / `api_name_id`
 //! (0 = none/unknown), and the string record with that id is published in the same batch or an
 //! earlier one of the same process (batches of one process are published in order, `batch_seq`
-//! counts them from 0). A forked child starts again from `batch_seq` 0 and resends its strings.
+//! counts them from 0). A forked child starts again from `batch_seq` 0 and resends its strings;
+//! so does a new image after `exec` (same pid). Collector rule: on `batch_seq == 0` for a pid,
+//! forget that pid's string table.
 //!
 //! A dump file (`RTL_AGENT_DUMP`) is batches concatenated; [`decode_prefix`] splits it.
 //!

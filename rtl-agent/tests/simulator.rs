@@ -1,0 +1,268 @@
+//! The agent on the ROCm simulator (tests/rocm-sim, another engineer's): every GPU op of the
+//! simulator's ground truth (ROCM_SIM_TRUTH) must be in what the agent published
+//! (RTL_AGENT_DUMP, decoded with rtl-common's decoder) with exact GPU times, device, queue,
+//! kernel name, grid/block, bytes and copy kind, linked to the right API call (CPU times, API
+//! name, 64-bit thread hash), and nothing else may be there.
+//!
+//! Needs `make -C tests/rocm-sim` and `make -C tests/workloads` (run here when missing).
+mod common;
+use common::*;
+use rtl_common::agent::{self as wire, OpKind, Status};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::Once;
+
+// ---- a minimal JSON reader for the simulator's flat one-object-per-line truth ----
+type Obj = HashMap<String, String>;
+
+fn parse_line(line: &str) -> Obj {
+    let b = line.trim().as_bytes();
+    let mut m = Obj::new();
+    let mut i = 1;
+    let string = |i: &mut usize| -> String {
+        let mut s = Vec::new();
+        *i += 1;
+        while b[*i] != b'"' {
+            if b[*i] == b'\\' {
+                *i += 1;
+                s.push(match b[*i] {
+                    b'n' => b'\n',
+                    b't' => b'\t',
+                    c => c,
+                });
+            } else {
+                s.push(b[*i]);
+            }
+            *i += 1;
+        }
+        *i += 1;
+        String::from_utf8_lossy(&s).into_owned()
+    };
+    while i < b.len() && b[i] != b'}' {
+        if b[i] == b',' || b[i] == b' ' {
+            i += 1;
+            continue;
+        }
+        let k = string(&mut i);
+        i += 1; // ':'
+        let v = if b[i] == b'"' {
+            string(&mut i)
+        } else {
+            let start = i;
+            let mut depth = 0;
+            while i < b.len() && !(depth == 0 && (b[i] == b',' || b[i] == b'}')) {
+                if b[i] == b'[' {
+                    depth += 1;
+                }
+                if b[i] == b']' {
+                    depth -= 1;
+                }
+                i += 1;
+            }
+            String::from_utf8_lossy(&b[start..i]).into_owned()
+        };
+        m.insert(k, v);
+    }
+    m
+}
+
+fn u(o: &Obj, k: &str) -> u64 {
+    o.get(k).and_then(|v| v.parse::<i64>().ok().map(|x| x as u64).or_else(|| v.parse().ok())).unwrap_or_else(|| panic!("{k} in {o:?}"))
+}
+fn arr3(o: &Obj, k: &str) -> [u32; 3] {
+    let v: Vec<u32> = o[k].trim_matches(|c| c == '[' || c == ']').split(',').map(|x| x.trim().parse().unwrap()).collect();
+    [v[0], v[1], v[2]]
+}
+
+// ---- set-up ----
+fn sim_lib() -> PathBuf {
+    repo_root().join("tests/rocm-sim/build/lib")
+}
+fn workload(name: &str) -> PathBuf {
+    repo_root().join("tests/workloads/build").join(name)
+}
+
+fn ensure_built() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        if !sim_lib().join("libamdhip64.so.5").exists() {
+            sh(Command::new("make").arg("-C").arg(repo_root().join("tests/rocm-sim")));
+        }
+        if !workload("serve_sim").exists() || !workload("demo").exists() {
+            sh(Command::new("make").arg("-C").arg(repo_root().join("tests/workloads")));
+        }
+    });
+}
+
+struct Run {
+    truth: Vec<Obj>,
+    procs: HashMap<u32, Proc>,
+    stderr: String,
+}
+
+fn run(name: &str, prog: &str, args: &[&str], env: &[(&str, &str)]) -> Run {
+    ensure_built();
+    let dir = scratch(name);
+    let (truth, dump) = (dir.join("truth.jsonl"), dir.join("agent.dump"));
+    let mut c = Command::new(workload(prog));
+    c.args(args)
+        .env("LD_LIBRARY_PATH", sim_lib())
+        .env("LD_PRELOAD", agent_so())
+        .env("ROCM_SIM_TRUTH", &truth)
+        .env("RTL_AGENT_DUMP", &dump)
+        .env_remove("RTL_AGENT_QUIET")
+        .env_remove("GPU_CLR_PROFILE_OUTPUT");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let out = sh(&mut c);
+    let truth = std::fs::read_to_string(&truth).unwrap().lines().map(parse_line).collect();
+    Run { truth, procs: read_dump(&dump), stderr: String::from_utf8_lossy(&out.stderr).into_owned() }
+}
+
+/// The whole comparison. Returns (truth ops, graph ops).
+fn check_exact(r: &Run) -> (usize, usize) {
+    // (pid, name, seq): roctx calls have their own sequence numbers.
+    let apis: HashMap<(u64, &str, u64), &Obj> = r
+        .truth
+        .iter()
+        .filter(|o| o["type"] == "api")
+        .map(|o| ((u(o, "pid"), o["name"].as_str(), u(o, "seq")), o))
+        .collect();
+    let mut pool: HashMap<(u64, u64, u64, u32, u32), Vec<(u32, wire::GpuOp)>> = HashMap::new();
+    for (&pid, p) in &r.procs {
+        assert_eq!(p.dangling_ids, 0, "pid {pid}: every string id was sent before use");
+        // In order and complete; an exec'd image starts again at 0 in the same pid.
+        for w in p.batches.windows(2) {
+            assert!(w[1].batch_seq == w[0].batch_seq + 1 || w[1].batch_seq == 0, "pid {pid}: {:?}", p.batches);
+        }
+        assert_eq!(p.batches[0].batch_seq, 0);
+        if let Some(c) = p.counters.last() {
+            assert_eq!(c.dropped_queue_full, 0, "pid {pid}: {c:?}");
+            assert_eq!(c.spill_truncated, 0);
+            assert_eq!(c.api_errors, 0, "pid {pid}: {c:?} {:?}", p.infos.last());
+        }
+        for o in &p.ops {
+            pool.entry((pid as u64, o.gpu_begin_ns, o.gpu_end_ns, o.device, o.queue)).or_default().push((pid, *o));
+        }
+    }
+    let (mut n, mut graph) = (0, 0);
+    for t in r.truth.iter().filter(|o| o["type"] == "op") {
+        n += 1;
+        let pid = u(t, "pid");
+        let key = (pid, u(t, "start_rt"), u(t, "end_rt"), u(t, "device") as u32, u(t, "queue") as u32);
+        let (_, o) = pool
+            .get_mut(&key)
+            .and_then(|v| v.pop())
+            .unwrap_or_else(|| panic!("truth op missing from the agent's output: {t:?}"));
+        let p = &r.procs[&(pid as u32)];
+        let kind = match t["op"].as_str() {
+            "dispatch" => OpKind::Dispatch,
+            "copy" => OpKind::Copy,
+            "memset" => OpKind::Memset,
+            "barrier" => OpKind::Barrier,
+            k => panic!("op kind {k}"),
+        };
+        assert_eq!(o.op, kind as u8, "{t:?}");
+        let is_graph = t["is_graph"] == "true";
+        assert_eq!(o.flags & wire::OP_IS_GRAPH != 0, is_graph, "{t:?}");
+        graph += is_graph as usize;
+        match kind {
+            OpKind::Dispatch => {
+                let name = &p.strings[&o.kernel_name_id];
+                assert!(Some(name) == t.get("kernel_demangled") || Some(name) == t.get("kernel"), "{name} vs {t:?}");
+                assert_eq!(o.grid, arr3(t, "grid"));
+                assert_eq!(o.block, arr3(t, "block"));
+            }
+            OpKind::Copy | OpKind::Memset => {
+                assert_eq!(o.bytes, u(t, "bytes"), "{t:?}");
+                assert_eq!(o.copy_kind as u64, u(t, "copy_kind"), "{t:?}");
+            }
+            OpKind::Barrier => {}
+        }
+        // The API call that caused it: same call (CPU times on the profiler's clock), name and
+        // full 64-bit thread hash.
+        let api = apis.get(&(pid, t["api"].as_str(), u(t, "api_seq"))).unwrap_or_else(|| panic!("no api for {t:?}"));
+        assert_eq!(api["name"], t["api"]);
+        assert_eq!(p.strings[&o.api_name_id], api["name"], "{t:?}");
+        assert_eq!((o.cpu_start_ns, o.cpu_end_ns), (u(api, "start_rt"), u(api, "end_rt")), "{t:?}");
+        assert_eq!(o.thread_id, u(api, "thread_hash"), "{t:?}");
+        assert_eq!(o.cpu_clock, wire::ClockDomain::Realtime as u8);
+    }
+    let extra: Vec<_> = pool.values().flatten().collect();
+    assert!(extra.is_empty(), "{} published ops not in the truth, e.g. {:?}", extra.len(), extra.first());
+    assert!(n > 0);
+    (n, graph)
+}
+
+#[test]
+fn demo_v010_callback() {
+    let r = run("demo-v010", "demo", &[], &[]);
+    let (n, _) = check_exact(&r);
+    assert!(n >= 30);
+    let p = r.procs.values().next().unwrap();
+    assert_eq!(p.infos[0].profiler_api, wire::API_V0_1);
+    assert_ne!(p.infos[0].mode & wire::MODE_CALLBACK, 0);
+    assert!(r.stderr.lines().all(|l| !l.starts_with("rtl-agent")), "{}", r.stderr);
+}
+
+#[test]
+fn demo_v010_small_chunks() {
+    let r = run("demo-v010-chunk5", "demo", &["--iters", "20"], &[("ROCM_SIM_PROFILER_CHUNK", "5")]);
+    check_exact(&r);
+}
+
+#[test]
+fn demo_v0_drain_many_chunks() {
+    // v0: no callback, GetRecords with chunks of 7 (partial last chunk: the guarded loop).
+    let r = run("demo-v0", "demo", &["--iters", "20"], &[("ROCM_SIM_PROFILER", "v0"), ("ROCM_SIM_PROFILER_CHUNK", "7"), ("RTL_AGENT_DRAIN_MS", "1")]);
+    check_exact(&r);
+    let p = r.procs.values().next().unwrap();
+    assert_eq!(p.infos[0].profiler_api, wire::API_V0);
+    assert_eq!(p.infos[0].mode & wire::MODE_CALLBACK, 0);
+}
+
+#[test]
+fn graph_replay_spill_lists() {
+    let r = run("graph", "graph_replay", &["--nodes", "300", "--replays", "5"], &[]);
+    let (n, graph) = check_exact(&r);
+    assert!(graph >= 1500, "{graph} graph ops of {n}");
+    let c = r.procs.values().next().unwrap().counters.last().unwrap().clone();
+    assert_eq!(c.batches_with_spill, 5);
+}
+
+#[test]
+fn graph_replay_v0_threads() {
+    let r = run("graph-v0", "graph_replay", &["--nodes", "200", "--replays", "4", "--threads", "4", "--mode", "thread_local"], &[("ROCM_SIM_PROFILER", "v0"), ("ROCM_SIM_PROFILER_CHUNK", "64")]);
+    let (_, graph) = check_exact(&r);
+    assert!(graph >= 3200);
+}
+
+#[test]
+fn serve_sim_8_workers_fork_exec_threads_streams() {
+    let r = run("serve", "serve_sim", &[], &[]);
+    let (n, graph) = check_exact(&r);
+    let pids_with_ops = r.procs.values().filter(|p| !p.ops.is_empty()).count();
+    assert_eq!(pids_with_ops, 8, "one per worker (forked with _exit and exec'd)");
+    assert!(n >= 4000 && graph > 0, "{n} {graph}");
+}
+
+#[test]
+fn no_profiler_api_warns_once_runs_untouched() {
+    ensure_built();
+    let base = sh(Command::new(workload("demo")).env("LD_LIBRARY_PATH", sim_lib()).env("ROCM_SIM_PROFILER", "none"));
+    let r = run("none", "demo", &[], &[("ROCM_SIM_PROFILER", "none")]);
+    let warn: Vec<&str> = r.stderr.lines().filter(|l| l.starts_with("rtl-agent")).collect();
+    assert_eq!(warn.len(), 1, "{}", r.stderr);
+    assert!(warn[0].contains("hipProfiler*Ext") && warn[0].contains("ROCm 7.13") && warn[0].contains("HSA mode"), "{}", warn[0]);
+    assert_eq!(
+        String::from_utf8_lossy(&base.stderr).lines().count(),
+        r.stderr.lines().count() - 1,
+        "nothing else added"
+    );
+    let p = r.procs.values().next().unwrap();
+    assert!(p.ops.is_empty());
+    assert_eq!(p.infos[0].status, Status::ApiMissing as u8);
+    assert!(r.truth.iter().filter(|o| o["type"] == "op").count() > 0, "the workload ran its GPU work");
+}
