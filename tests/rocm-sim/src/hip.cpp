@@ -105,6 +105,7 @@ struct Event {
   hsa_signal_t sig{0};  // current record's signal; 0 when never recorded
   std::atomic<uint64_t> ts{0};
   bool recorded = false;
+  Graph* captured_in = nullptr;  // recorded on a capturing stream
 };
 struct Device {
   int id = 0;
@@ -150,9 +151,11 @@ struct Node {  // a captured GPU operation (graph node)
   void* user = nullptr;
   hipStream_t cb_stream = nullptr;
 };
+struct Stream;
 struct Graph {
   uint32_t magic = kGraphMagic;
   std::vector<Node> nodes;
+  std::vector<Stream*> joined;  // other streams pulled into the capture through events
 };
 struct GraphExec {
   uint32_t magic = kExecMagic;
@@ -1330,12 +1333,23 @@ EXPORT hipError_t hipStreamWaitEvent(hipStream_t sh, hipEvent_t eh, unsigned int
   Event* e = as_event(eh);
   if (!s || !e) return api.ret(hipErrorInvalidHandle);
   hsa_signal_t sig;
+  Graph* cg;
   {
     std::lock_guard<std::mutex> g(e->m);
     sig = e->sig;
+    cg = e->captured_in;
   }
-  if (!sig.handle) return api.ret(hipSuccess);  // never recorded: nothing to wait for
+  if (cg && cg->magic == kGraphMagic) {
+    // waiting on an event recorded during capture pulls this stream into the capture (fork)
+    if (!s->capture) {
+      s->capture = cg;
+      cg->joined.push_back(s);
+    }
+    api.captured = true;
+    return api.ret(hipSuccess);
+  }
   if (s->capture) { api.captured = true; return api.ret(hipSuccess); }
+  if (!sig.handle) return api.ret(hipSuccess);  // never recorded: nothing to wait for
   Op* op = new_op(api, s, sh);
   op->n.kind = OP_BARRIER;
   op->ev_sig = sig;
@@ -1375,7 +1389,16 @@ EXPORT hipError_t hipEventRecord(hipEvent_t eh, hipStream_t sh) {
   Event* e = as_event(eh);
   Stream* s = resolve(sh);
   if (!e || !s) return api.ret(hipErrorInvalidHandle);
-  if (s->capture) { api.captured = true; return api.ret(hipSuccess); }
+  if (s->capture) {
+    std::lock_guard<std::mutex> g(e->m);
+    e->captured_in = s->capture;
+    api.captured = true;
+    return api.ret(hipSuccess);
+  }
+  {
+    std::lock_guard<std::mutex> g(e->m);
+    e->captured_in = nullptr;
+  }
   Op* op = new_op(api, s, sh);
   op->n.kind = OP_BARRIER;
   op->ev_record = e;
@@ -1626,7 +1649,9 @@ EXPORT hipError_t hipStreamEndCapture(hipStream_t sh, hipGraph_t* out) {
   if (!out) return api.ret(hipErrorInvalidValue);
   if (!s->capture) return api.ret(hipErrorIllegalState);
   *out = reinterpret_cast<hipGraph_t>(s->capture);
-  api.j.ptr("graph", s->capture).u64("nodes", s->capture->nodes.size());
+  api.j.ptr("graph", s->capture).u64("nodes", s->capture->nodes.size()).u64("joined_streams", s->capture->joined.size());
+  for (Stream* j : s->capture->joined) j->capture = nullptr;  // join back
+  s->capture->joined.clear();
   s->capture = nullptr;
   return api.ret(hipSuccess);
 }

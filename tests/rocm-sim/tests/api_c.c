@@ -145,6 +145,35 @@ int main(void) {
   OK(hipGraphExecDestroy(ge));
   OK(hipGraphExecDestroy(ge2));
   OK(hipGraphDestroy(g));
+
+  /* multi-stream capture: fork s2 from s1 through an event, join back */
+  hipEvent_t ef, ej;
+  OK(hipEventCreateWithFlags(&ef, hipEventDisableTiming));
+  OK(hipEventCreateWithFlags(&ej, hipEventDisableTiming));
+  OK(hipStreamBeginCapture(s1, hipStreamCaptureModeGlobal));
+  OK(hipModuleLaunchKernel(f1, 4, 1, 1, 64, 1, 1, 0, s1, args, NULL));
+  OK(hipEventRecord(ef, s1));
+  OK(hipStreamWaitEvent(s2, ef, 0));
+  OK(hipStreamIsCapturing(s2, &cs));
+  CHECK(cs == hipStreamCaptureStatusActive, "forked stream joins the capture");
+  OK(hipModuleLaunchKernel(f2, 2, 1, 1, 64, 1, 1, 0, s2, args, NULL));
+  OK(hipMemsetAsync(d2, 7, 256, s2));
+  OK(hipEventRecord(ej, s2));
+  OK(hipStreamWaitEvent(s1, ej, 0));
+  OK(hipModuleLaunchKernel(f1, 4, 1, 1, 64, 1, 1, 0, s1, args, NULL));
+  OK(hipStreamEndCapture(s1, &g));
+  OK(hipStreamIsCapturing(s2, &cs));
+  CHECK(cs == hipStreamCaptureStatusNone, "forked stream released at end of capture");
+  size_t nn = 0;
+  OK(hipGraphGetNodes(g, NULL, &nn));
+  CHECK(nn == 4, "multi-stream graph has %zu nodes, expected 4", nn);
+  OK(hipGraphInstantiate(&ge, g, NULL, NULL, 0));
+  OK(hipGraphLaunch(ge, s1));
+  OK(hipStreamSynchronize(s1));
+  OK(hipGraphExecDestroy(ge));
+  OK(hipGraphDestroy(g));
+  OK(hipEventDestroy(ef));
+  OK(hipEventDestroy(ej));
   OK(hipModuleUnload(mod));
 
   OK(hipStreamDestroy(s1));
