@@ -365,7 +365,7 @@ void cp_thread(Queue* q) {
     uint32_t type = (h >> HSA_PACKET_HEADER_TYPE) & 0xff;
     if (type == HSA_PACKET_TYPE_INVALID || ri >= q->write_index.load()) {
       if (g_dbg) fprintf(stderr, "[cp %lu] wait seen=%ld type=%u wi=%lu at %lu\n", q->q.id, (long)seen, type, q->write_index.load(), mono_ns());
-      signal_wait(db, HSA_SIGNAL_CONDITION_NE, seen, 2000000);
+      signal_wait(db, HSA_SIGNAL_CONDITION_NE, seen, 20000000);  // safety net only
       seen = db->value.load();
       if (g_dbg) fprintf(stderr, "[cp %lu] woke seen=%ld at %lu\n", q->q.id, (long)seen, mono_ns());
       continue;
