@@ -127,7 +127,7 @@ const char* op_name(OpKind k) {
     case OP_COPY: return "copy";
     case OP_MEMSET: return "memset";
     case OP_BARRIER: return "barrier";
-    case OP_HOSTFN: return "host_fn";
+    case OP_HOSTFN: return "barrier";  // host functions are reported as barriers (reason host_fn)
     default: return "internal";
   }
 }
@@ -724,6 +724,8 @@ void op_complete(uint64_t cookie, const rocm_sim_op_timing_t* t) {
           .u64("elem_size", n.elem);
     } else if (n.kind == OP_BARRIER) {
       j.str("reason", op->barrier_reason ? op->barrier_reason : "barrier");
+    } else if (n.kind == OP_HOSTFN) {
+      j.str("reason", "host_fn");
     }
     sim::truth().write_line(j.done());
   }
