@@ -437,6 +437,20 @@ void device_wait(Device* d) {
   for (Stream* s : ss) stream_wait(s);
 }
 
+// Synchronous copies/memsets on the null stream first wait for the device's blocking streams
+// (legacy default-stream semantics, host side): `kernel<<<.., s>>>; hipMemcpy(D2H)` reads results.
+void legacy_sync_wait(Stream* s) {
+  if (!s->is_null) return;
+  Device* d = s->dev;
+  std::vector<Stream*> ss;
+  {
+    std::lock_guard<std::mutex> g(d->m);
+    for (Stream* x : d->streams)
+      if (x != s && !(x->flags & hipStreamNonBlocking) && !x->capture) ss.push_back(x);
+  }
+  for (Stream* x : ss) stream_wait(x);
+}
+
 // ------------------------------------------------------------------------------------ memory
 void* sim_alloc(size_t size, int type, int device) {
   size_t sz = size ? size : 1;
@@ -784,6 +798,7 @@ hipError_t memcpy_common(Api& api, void* dst, const void* src, size_t bytes, int
   n.bytes = bytes;
   n.kind_arg = kind;
   n.prof_kind = prof_copy_kind(kind, dst, src, false);
+  if (sync && !s->capture) legacy_sync_wait(s);
   hipError_t e = enqueue(api, s, stream, n);
   if (e == hipSuccess && sync && !s->capture) stream_wait(s);
   return api.ret(e);
@@ -812,6 +827,7 @@ hipError_t memcpy2d_common(Api& api, void* dst, size_t dpitch, const void* src, 
   n.spitch = spitch;
   n.kind_arg = kind;
   n.prof_kind = prof_copy_kind(kind, dst, src, true);
+  if (sync && !s->capture) legacy_sync_wait(s);
   hipError_t e = enqueue(api, s, stream, n);
   if (e == hipSuccess && sync && !s->capture) stream_wait(s);
   return api.ret(e);
@@ -832,6 +848,7 @@ hipError_t memset_common(Api& api, void* dst, uint32_t value, size_t count, uint
   n.elem = elem;
   n.value = value;
   n.prof_kind = hipGpuCopyFill;
+  if (sync && !s->capture) legacy_sync_wait(s);
   hipError_t e = enqueue(api, s, stream, n);
   if (e == hipSuccess && sync && !s->capture) stream_wait(s);
   return api.ret(e);
