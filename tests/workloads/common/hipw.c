@@ -19,6 +19,15 @@
     wl_rec_emit(R);   \
     return r_
 
+/* assembly trampolines, dirty_launch.S */
+extern hipError_t wl_hipModuleLaunchKernel_dirty(hipFunction_t f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                                                 unsigned by, unsigned bz, unsigned shmem, hipStream_t stream,
+                                                 void **args, void **extra);
+extern hipError_t wl_hipLaunchCooperativeKernel_dirty(const void *func, dim3 grid, dim3 block, void **args,
+                                                      unsigned int shmem, hipStream_t stream);
+extern hipError_t wl_hipLaunchKernel_dirty(const void *func, dim3 grid, dim3 block, void **args, size_t shmem,
+                                           hipStream_t stream);
+
 static __thread int t_capturing;
 void w_set_capturing(int on) { t_capturing = on; }
 static void cap(wl_rec *R)
@@ -408,8 +417,6 @@ hipError_t w_hipLaunchKernel(const void *func, dim3 grid, dim3 block, void **arg
     DONE;
 }
 
-extern hipError_t wl_hipLaunchKernel_dirty(const void *func, dim3 grid, dim3 block, void **args, size_t shmem,
-                                           hipStream_t stream);
 
 hipError_t w_hipLaunchKernel_dirty(const void *func, dim3 grid, dim3 block, void **args, size_t shmem,
                                    hipStream_t stream, const char *kernel)
@@ -434,8 +441,9 @@ hipError_t w_hipExtLaunchKernel(const void *func, dim3 grid, dim3 block, void **
 hipError_t w_hipLaunchCooperativeKernel(const void *func, dim3 grid, dim3 block, void **args, unsigned int shmem,
                                         hipStream_t stream, const char *kernel)
 {
-    CALL("hipLaunchCooperativeKernel", hipLaunchCooperativeKernel(func, grid, block, args, shmem, stream));
+    CALL("hipLaunchCooperativeKernel", wl_hipLaunchCooperativeKernel_dirty(func, grid, block, args, shmem, stream));
     launch_args(R, func, grid, block, args, shmem, stream, kernel);
+    wl_rec_str(R, "via", "dirty_upper");
     DONE;
 }
 
@@ -458,11 +466,13 @@ hipError_t w_hipModuleGetFunction(hipFunction_t *func, hipModule_t module, const
     DONE;
 }
 
+
 hipError_t w_hipModuleLaunchKernel(hipFunction_t f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                                    unsigned bz, unsigned shmem, hipStream_t stream, void **args, void **extra,
                                    const char *kernel)
 {
-    CALL("hipModuleLaunchKernel", hipModuleLaunchKernel(f, gx, gy, gz, bx, by, bz, shmem, stream, args, extra));
+    CALL("hipModuleLaunchKernel",
+         wl_hipModuleLaunchKernel_dirty(f, gx, gy, gz, bx, by, bz, shmem, stream, args, extra));
     wl_rec_ptr(R, "func", f);
     wl_rec_str(R, "kernel", kernel);
     wl_rec_dim3(R, "grid", gx, gy, gz);
@@ -471,6 +481,7 @@ hipError_t w_hipModuleLaunchKernel(hipFunction_t f, unsigned gx, unsigned gy, un
     wl_rec_ptr(R, "stream", stream);
     wl_rec_ptr(R, "args", args);
     wl_rec_ptr(R, "extra", extra);
+    wl_rec_str(R, "via", "dirty_upper");
     DONE;
 }
 

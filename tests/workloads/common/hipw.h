@@ -66,6 +66,9 @@ hipError_t w_hipLaunchKernel_dirty(const void *func, dim3 grid, dim3 block, void
                                    hipStream_t stream, const char *kernel);
 hipError_t w_hipExtLaunchKernel(const void *func, dim3 grid, dim3 block, void **args, size_t shmem,
                                 hipStream_t stream, hipEvent_t start, hipEvent_t stop, int flags, const char *kernel);
+/* hipLaunchCooperativeKernel and hipModuleLaunchKernel are always made through dirty
+ * trampolines too (dirty_launch.S): every 32-bit argument, in a register or in a stack
+ * slot, has 0xdeadbeef in the upper half of its 64-bit register/slot ("via":"dirty_upper"). */
 hipError_t w_hipLaunchCooperativeKernel(const void *func, dim3 grid, dim3 block, void **args, unsigned int shmem,
                                         hipStream_t stream, const char *kernel);
 hipError_t w_hipModuleLoad(hipModule_t *module, const char *fname);

@@ -139,7 +139,7 @@ void wl_rec_note(wl_rec *r, const char *what)
 void wl_rec_count(wl_rec *r, const char *api, uint64_t n)
 {
     head(r);
-    put(r, ",\"api\":\"%s\",\"count\":%llu", api, (unsigned long long)n);
+    put(r, ",\"api\":\"%s\",\"aggregate\":true,\"calls\":%llu", api, (unsigned long long)n);
     r->api = api;
     r->count = n;
 }

@@ -41,7 +41,8 @@ void wl_rec_call(wl_rec *r, const char *api, long long ret, uint64_t t0, uint64_
 void wl_rec_call_noret(wl_rec *r, const char *api, uint64_t t0, uint64_t t1);
 /* A record that is not an API call ("note":what), not counted in the summary. */
 void wl_rec_note(wl_rec *r, const char *what);
-/* A hot-loop aggregate: {"pid","tid","api","count":n,...}; adds n to the summary. */
+/* A hot-loop aggregate: {"pid","tid","api","aggregate":true,"calls":n,...} (no "seq");
+ * adds n to the summary. */
 void wl_rec_count(wl_rec *r, const char *api, uint64_t n);
 
 void wl_rec_u64(wl_rec *r, const char *key, uint64_t v);
