@@ -416,10 +416,20 @@ Stream* null_stream(Device* d) {
   return d->null_stream;
 }
 
+thread_local std::vector<Stream*>* t_pts = nullptr;  // per-thread default streams, per device
+Stream* per_thread_stream(Device* d) {
+  if (!t_pts) t_pts = new std::vector<Stream*>();
+  if (t_pts->size() <= size_t(d->id)) t_pts->resize(size_t(d->id) + 1, nullptr);
+  Stream*& s = (*t_pts)[size_t(d->id)];
+  if (!s) s = make_stream(d, hipStreamNonBlocking, 0, false);
+  return s;
+}
+
 // Resolve a hipStream_t argument; nullptr when invalid.
 Stream* resolve(hipStream_t s) {
   uintptr_t v = uintptr_t(s);
-  if (v == 0 || v == 1 || v == 2) return null_stream(cur_dev());  // null, legacy, per-thread
+  if (v == 2) return per_thread_stream(cur_dev());              // hipStreamPerThread
+  if (v == 0 || v == 1) return null_stream(cur_dev());          // null, legacy
   Stream* st = reinterpret_cast<Stream*>(s);
   if (st->magic != kStreamMagic) return nullptr;
   return st;
@@ -1994,6 +2004,64 @@ EXPORT hipError_t hipOccupancyMaxActiveBlocksPerMultiprocessor(int* n, const voi
   *n = 2048 / block > 0 ? 2048 / block : 1;
   return api.ret(hipSuccess);
 }
+
+// ---- per-thread default stream variants (-fgpu-default-stream=per-thread): a null stream argument
+// means hipStreamPerThread
+static inline hipStream_t pts(hipStream_t s) { return s ? s : hipStreamPerThread; }
+EXPORT hipError_t hipLaunchKernel_spt(const void* f, dim3 grid, dim3 block, void** args, size_t shmem, hipStream_t stream) {
+  return sim_launch_kernel("hipLaunchKernel_spt", f, grid, block, args, shmem, pts(stream), nullptr, nullptr);
+}
+EXPORT hipError_t hipLaunchCooperativeKernel_spt(const void* f, dim3 grid, dim3 block, void** args, uint32_t shmem,
+                                                 hipStream_t stream) {
+  return sim_launch_kernel("hipLaunchCooperativeKernel_spt", f, grid, block, args, shmem, pts(stream), nullptr, nullptr);
+}
+EXPORT hipError_t hipMemcpy_spt(void* dst, const void* src, size_t n, hipMemcpyKind k) {
+  API("hipMemcpy_spt", hipStreamPerThread);
+  return memcpy_common(api, dst, src, n, k, hipStreamPerThread, true);
+}
+EXPORT hipError_t hipMemcpyAsync_spt(void* dst, const void* src, size_t n, hipMemcpyKind k, hipStream_t s) {
+  API("hipMemcpyAsync_spt", pts(s));
+  return memcpy_common(api, dst, src, n, k, pts(s), false);
+}
+EXPORT hipError_t hipMemcpy2D_spt(void* dst, size_t dp, const void* src, size_t sp, size_t w, size_t h, hipMemcpyKind k) {
+  API("hipMemcpy2D_spt", hipStreamPerThread);
+  return memcpy2d_common(api, dst, dp, src, sp, w, h, k, hipStreamPerThread, true);
+}
+EXPORT hipError_t hipMemset_spt(void* dst, int v, size_t n) {
+  API("hipMemset_spt", hipStreamPerThread);
+  return memset_common(api, dst, uint32_t(v) & 0xff, n, 1, hipStreamPerThread, true);
+}
+EXPORT hipError_t hipMemset2D_spt(void* dst, size_t pitch, int value, size_t w, size_t h) {
+  API("hipMemset2D_spt", hipStreamPerThread);
+  return memset2d_common(api, dst, pitch, value, w, h, hipStreamPerThread, true);
+}
+EXPORT hipError_t hipMemcpyToSymbol_spt(const void* sym, const void* src, size_t n, size_t off, hipMemcpyKind k) {
+  API("hipMemcpyToSymbol_spt", hipStreamPerThread);
+  return symbol_copy(api, sym, const_cast<void*>(src), n, off, k, hipStreamPerThread, true, true);
+}
+EXPORT hipError_t hipMemcpyFromSymbol_spt(void* dst, const void* sym, size_t n, size_t off, hipMemcpyKind k) {
+  API("hipMemcpyFromSymbol_spt", hipStreamPerThread);
+  return symbol_copy(api, sym, dst, n, off, k, hipStreamPerThread, false, true);
+}
+EXPORT hipError_t hipStreamSynchronize_spt(hipStream_t sh) {
+  API("hipStreamSynchronize_spt", pts(sh));
+  api.j.ptr("stream", pts(sh));
+  Stream* s = resolve(pts(sh));
+  if (!s) return api.ret(hipErrorInvalidHandle);
+  stream_wait(s);
+  return api.ret(hipSuccess);
+}
+EXPORT hipError_t hipStreamQuery_spt(hipStream_t sh) {
+  API("hipStreamQuery_spt", pts(sh));
+  Stream* s = resolve(pts(sh));
+  if (!s) return api.ret(hipErrorInvalidHandle);
+  return api.ret(hsa_signal_load_scacquire(s->pending) == 0 ? hipSuccess : hipErrorNotReady);
+}
+EXPORT hipError_t hipStreamWaitEvent_spt(hipStream_t sh, hipEvent_t e, unsigned int flags) {
+  return hipStreamWaitEvent(pts(sh), e, flags);
+}
+EXPORT hipError_t hipStreamGetFlags_spt(hipStream_t sh, unsigned int* f) { return hipStreamGetFlags(pts(sh), f); }
+EXPORT hipError_t hipStreamGetPriority_spt(hipStream_t sh, int* p) { return hipStreamGetPriority(pts(sh), p); }
 
 // ---- misc commonly imported
 EXPORT hipError_t hipProfilerStart(void) { API("hipProfilerStart", nullptr); return api.ret(hipSuccess); }
