@@ -156,6 +156,10 @@ if [ $HAVE_HIPCC = 1 ]; then
     sim HSA_TOOLS_LIB="$BT/libhsa_sim_tool.so" HSA_SIM_TOOL_OUT="$TMP/tool.jsonl" ROCM_SIM_TRUTH="$TMP/h.jsonl" "$BT/kernels" 50 3
   check "hsa: dispatch times and .kd names equal the truth; graph replays arrive as batches" "$TMP/hct.log" \
     $CT "$TMP/h.jsonl" --expect-graph-batch 50 --hsa-tool "$TMP/tool.jsonl"
+  rm -f "$TMP/hd.jsonl" "$TMP/toold.jsonl"
+  check "hsa: ROCM_SIM_GPU_TICK_ORIGIN=device: ticks need convert_tick_to_system_domain" "$TMP/hd.log" \
+    sim ROCM_SIM_GPU_TICK_ORIGIN=device HSA_TOOLS_LIB="$BT/libhsa_sim_tool.so" HSA_SIM_TOOL_OUT="$TMP/toold.jsonl" ROCM_SIM_TRUTH="$TMP/hd.jsonl" "$BT/kernels" 20 1
+  check "hsa: converted device ticks equal the truth" "$TMP/hdct.log" $CT "$TMP/hd.jsonl" --hsa-tool "$TMP/toold.jsonl"
   rm -f "$TMP/hu.jsonl" "$TMP/toolu.jsonl"
   check "hsa: ROCM_SIM_INTERCEPT=unsupported: tool falls back, program unaffected" "$TMP/hu.log" \
     sim ROCM_SIM_INTERCEPT=unsupported HSA_TOOLS_LIB="$BT/libhsa_sim_tool.so" HSA_SIM_TOOL_OUT="$TMP/toolu.jsonl" "$BT/kernels" 10 1

@@ -60,7 +60,10 @@ struct Config {
   long exit_mid_kernel = 0;  // N-th dispatch (process-wide) makes the process exit mid-kernel
   int exit_mode = 0;         // 0 exit(), 1 _exit(), 2 abort()
   int exit_code = 3;
+  bool device_ticks = false;  // ROCM_SIM_GPU_TICK_ORIGIN=device: dispatch times count from device start
   Config() {
+    const char* to = sim::env_str("ROCM_SIM_GPU_TICK_ORIGIN");
+    device_ticks = to && strcmp(to, "device") == 0;
     devices = int(sim::env_ll("ROCM_SIM_DEVICES", 8));
     if (devices < 1) devices = 1;
     if (devices > 64) devices = 64;
@@ -194,6 +197,7 @@ inline void after_store(Signal* s) {
 // ------------------------------------------------------------------------------------ agents
 struct Agent {
   bool gpu = true;
+  uint64_t tick_origin = 0;  // CLOCK_MONOTONIC ns at which this GPU's tick counter was 0
   int gpu_index = -1;
   uint32_t node = 0;
   std::atomic<uint32_t> next_queue{0};
@@ -887,8 +891,10 @@ hsa_status_t i_amd_profiling_get_dispatch_time(hsa_agent_t ah, hsa_signal_t sh, 
   CHECK_INIT();
   if (!valid_agent(ah)) return HSA_STATUS_ERROR_INVALID_AGENT;
   if (!sh.handle || !t) return HSA_STATUS_ERROR_INVALID_ARGUMENT;
-  t->start = S(sh)->start_ts.load();
-  t->end = S(sh)->end_ts.load();
+  uint64_t st = S(sh)->start_ts.load(), en = S(sh)->end_ts.load();
+  uint64_t o = A(ah)->tick_origin;  // GPU tick domain (identity unless ROCM_SIM_GPU_TICK_ORIGIN=device)
+  t->start = st ? st - o : 0;
+  t->end = en ? en - o : 0;
   return HSA_STATUS_SUCCESS;
 }
 hsa_status_t i_amd_profiling_get_async_copy_time(hsa_signal_t sh, hsa_amd_profiling_async_copy_time_t* t) {
@@ -896,7 +902,11 @@ hsa_status_t i_amd_profiling_get_async_copy_time(hsa_signal_t sh, hsa_amd_profil
   t->end = S(sh)->end_ts.load();
   return HSA_STATUS_SUCCESS;
 }
-hsa_status_t i_amd_convert_tick(hsa_agent_t, uint64_t tick, uint64_t* out) { *out = tick; return HSA_STATUS_SUCCESS; }
+hsa_status_t i_amd_convert_tick(hsa_agent_t ah, uint64_t tick, uint64_t* out) {
+  if (!valid_agent(ah) || !out) return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+  *out = tick + A(ah)->tick_origin;
+  return HSA_STATUS_SUCCESS;
+}
 hsa_status_t i_amd_queue_intercept_create(hsa_agent_t ah, uint32_t size, hsa_queue_type32_t type,
                                           void (*cb)(hsa_status_t, hsa_queue_t*, void*), void* data,
                                           uint32_t ps, uint32_t gs, hsa_queue_t** out) {
@@ -1122,6 +1132,7 @@ void make_agents() {
     g->gpu = true;
     g->gpu_index = i;
     g->node = uint32_t(i + 1);
+    if (cfg().device_ticks) g->tick_origin = mono_ns() - 1000000000ull * uint64_t(i + 1);  // distinct per GPU
     strcpy(g->name, "gfx90a");
     snprintf(g->product, sizeof g->product, "AMD Instinct MI210 (rocm-sim #%d)", i);
     agents().push_back(g);

@@ -83,6 +83,9 @@ void completion_thread() {
     g_core.hsa_signal_wait_scacquire_fn(p.mine, HSA_SIGNAL_CONDITION_EQ, 0, 1000000000ull, HSA_WAIT_STATE_BLOCKED);
     hsa_amd_profiling_dispatch_time_t t{0, 0};
     g_amd.hsa_amd_profiling_get_dispatch_time_fn(p.agent, p.mine, &t);
+    // GPU ticks -> HSA system domain (CLOCK_MONOTONIC ns on the simulator)
+    g_amd.hsa_amd_profiling_convert_tick_to_system_domain_fn(p.agent, t.start, &t.start);
+    g_amd.hsa_amd_profiling_convert_tick_to_system_domain_fn(p.agent, t.end, &t.end);
     {
       std::lock_guard<std::mutex> g(g_m);
       auto it = g_names.find(p.kobj);
