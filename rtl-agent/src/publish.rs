@@ -225,8 +225,33 @@ impl Strings {
         if p.is_null() {
             return 0;
         }
+        // Per-thread cache by address; a hit is confirmed by comparing the bytes (an address
+        // reused for another string after a module unload must not get the old id).
+        const WAYS: usize = 64;
+        thread_local! {
+            static CACHE: [core::cell::Cell<(usize, u32)>; WAYS] = const { [const { core::cell::Cell::new((0, 0)) }; WAYS] };
+        }
+        let key = p as usize ^ kind as usize;
+        let slot = (key >> 3 ^ key >> 9) % WAYS;
+        let hit = CACHE.with(|c| {
+            let (k, id) = c[slot].get();
+            (k == key && id != 0).then_some(id)
+        });
+        if let Some(id) = hit {
+            if let Some((k, fl, bytes)) = self.get(id) {
+                if k == kind
+                    && fl & wire::STR_TRUNCATED == 0
+                    && libc::memcmp(p as *const libc::c_void, bytes.as_ptr() as *const libc::c_void, bytes.len()) == 0
+                    && *p.add(bytes.len()) == 0
+                {
+                    return id;
+                }
+            }
+        }
         let n = libc::strnlen(p, 1 << 16);
-        self.intern(kind, core::slice::from_raw_parts(p as *const u8, n))
+        let id = self.intern(kind, core::slice::from_raw_parts(p as *const u8, n));
+        CACHE.with(|c| c[slot].set((key, id)));
+        id
     }
 
     /// (kind, flags, bytes) of a ready string; waits briefly for one still being written.
@@ -592,6 +617,25 @@ mod tests {
             p.join().unwrap();
         }
         assert!(q.pop().is_none());
+    }
+
+    #[test]
+    fn intern_cache_checks_bytes_not_just_address() {
+        let s = Strings::new(64, 4096);
+        let mut buf = *b"kernel_one\0";
+        let p = buf.as_ptr() as *const libc::c_char;
+        let a = unsafe { s.intern_c(wire::STR_KERNEL, p) };
+        assert_eq!(unsafe { s.intern_c(wire::STR_KERNEL, p) }, a, "cached");
+        // Same address, new contents (a name freed and the memory reused).
+        buf[7..10].copy_from_slice(b"two");
+        let b = unsafe { s.intern_c(wire::STR_KERNEL, buf.as_ptr() as *const libc::c_char) };
+        assert_ne!(a, b);
+        assert_eq!(s.get(b).unwrap().2, b"kernel_two");
+        // A longer string at the same address sharing the prefix.
+        let mut long = *b"kernel_two_more\0";
+        let _ = &mut long;
+        let c = unsafe { s.intern_c(wire::STR_API, buf.as_ptr() as *const libc::c_char) };
+        assert_ne!(c, b, "kind is part of the key");
     }
 
     #[test]
