@@ -69,7 +69,9 @@ static inline long long env_ll(const char* name, long long dflt) {
 struct Json {
   std::string s;
   bool first = true;
-  Json() { s.reserve(512); s.push_back('{'); }
+  bool on = true;  // when false every call is a no-op (ground truth disabled)
+  Json() { s.push_back('{'); }
+  explicit Json(bool enabled) : on(enabled) { if (on) { s.reserve(384); s.push_back('{'); } }
   void key(const char* k) {
     if (!first) s.push_back(',');
     first = false;
@@ -88,20 +90,22 @@ struct Json {
     out.push_back('"');
   }
   Json& str(const char* k, const char* v) {
+    if (!on) return *this;
     key(k);
     if (!v) s += "null"; else esc(s, v);
     return *this;
   }
-  Json& u64(const char* k, uint64_t v) { key(k); s += std::to_string(v); return *this; }
-  Json& i64(const char* k, long long v) { key(k); s += std::to_string(v); return *this; }
-  Json& boolean(const char* k, bool v) { key(k); s += v ? "true" : "false"; return *this; }
+  Json& u64(const char* k, uint64_t v) { if (!on) return *this; key(k); s += std::to_string(v); return *this; }
+  Json& i64(const char* k, long long v) { if (!on) return *this; key(k); s += std::to_string(v); return *this; }
+  Json& boolean(const char* k, bool v) { if (!on) return *this; key(k); s += v ? "true" : "false"; return *this; }
   Json& ptr(const char* k, const void* v) { return u64(k, uint64_t(uintptr_t(v))); }
   Json& arr3(const char* k, uint32_t a, uint32_t b, uint32_t c) {
+    if (!on) return *this;
     key(k);
     s += "[" + std::to_string(a) + "," + std::to_string(b) + "," + std::to_string(c) + "]";
     return *this;
   }
-  Json& raw(const char* k, const std::string& v) { key(k); s += v; return *this; }
+  Json& raw(const char* k, const std::string& v) { if (!on) return *this; key(k); s += v; return *this; }
   std::string done() { s += "}\n"; return s; }
 };
 

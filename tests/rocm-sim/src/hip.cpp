@@ -227,23 +227,28 @@ struct Api {
   bool done = false;
   bool captured = false;
   bool set_err = true;
-  Api(const char* n, hipStream_t stream) : name(n) {
+  Api(const char* n, hipStream_t stream) : name(n), j(sim::truth().on) {
     t0 = mono_ns();
-    rt0 = realtime_ns();
     seq = ++g_api_seq;
-    if (prof::active()) slot = prof::begin(n, my_thash(), rt0, (void*)stream);
+    if (prof::active()) {
+      rt0 = realtime_ns();  // the profiler's clock, read for real
+      slot = prof::begin(n, my_thash(), rt0, (void*)stream);
+    } else {
+      rt0 = prof::mono_to_rt(t0);
+    }
   }
   hipError_t ret(hipError_t e) {
     if (done) return e;
     done = true;
-    uint64_t t1 = mono_ns(), rt1 = realtime_ns();
+    uint64_t t1 = mono_ns();
+    uint64_t rt1 = slot.r ? realtime_ns() : prof::mono_to_rt(t1);
     if (slot.r) prof::end(slot, rt1);
     if (e != hipSuccess && set_err) t_last_error = e;
-    if (sim::truth().on) {
+    if (j.on) {
       sim::Json h;
       h.str("type", "api").str("name", name).i64("pid", my_pid()).i64("tid", my_tid())
           .u64("thread_hash", my_thash()).u64("seq", seq).u64("start", t0).u64("end", t1)
-          .u64("start_rt", slot.r ? slot.r->start_ns : rt0).u64("end_rt", slot.r ? slot.r->end_ns : rt1)
+          .u64("start_rt", rt0).u64("end_rt", rt1)
           .i64("ret", int(e)).boolean("profiled", slot.r != nullptr);
       if (captured) h.boolean("captured", true);
       std::string line = h.s;
