@@ -96,6 +96,9 @@ fn main() -> anyhow::Result<()> {
         generate(&db, rows)?;
         eprintln!("generated {} ({rows} API rows) in {:.1} s", db.display(), t.elapsed().as_secs_f64());
     }
+    let t = Instant::now();
+    let data = rtl_user::read::summary_data(&db, 20)?;
+    println!("summary_data: {:.2} s; scans (parallel): {:?}", t.elapsed().as_secs_f64(), data.timings);
     let mut text = Vec::new();
     let t = Instant::now();
     summary(&db, &SummaryOptions { json: false, html: None, top: 20 }, &mut text)?;

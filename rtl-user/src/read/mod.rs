@@ -17,10 +17,10 @@ mod perfetto_json;
 mod perfetto_proto;
 mod summary;
 
-pub use merge::{merge, MergeStats};
+pub use merge::{merge, MergeStats, MergedInput, MERGED_TABLES};
 pub use perfetto_json::convert_perfetto_json;
 pub use perfetto_proto::convert_perfetto_proto;
-pub use summary::{summary, summary_data, Summary, SummaryOptions};
+pub use summary::{summary, summary_data, Summary, SummaryOptions, TIMELINE_BINS};
 
 use crate::trace::migrate;
 

@@ -173,9 +173,32 @@ pub struct Summary {
     pub unlinked_gpu_ops: i64,
     pub unclosed_apis: i64,
     pub api_errors: i64,
+    /// Seconds each table scan took (for benchmarks; not part of the outputs).
+    pub timings: Vec<(String, f64)>,
 }
 
 // ---- aggregate functions ------------------------------------------------------------------
+
+/// FxHash (rustc's): the default SipHash costs more than the rest of a step.
+#[derive(Default, Clone, Copy)]
+struct Fx(u64);
+impl std::hash::Hasher for Fx {
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.write_u64(*b as u64);
+        }
+    }
+    fn write_u64(&mut self, i: u64) {
+        self.0 = (self.0.rotate_left(5) ^ i).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    fn write_i64(&mut self, i: i64) {
+        self.write_u64(i as u64)
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+type FxMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<Fx>>;
 
 fn int(ctx: &Context<'_>, i: usize) -> Option<i64> {
     match ctx.get_raw(i) {
@@ -188,11 +211,11 @@ fn int(ctx: &Context<'_>, i: usize) -> Option<i64> {
 /// rtl_group(k1, k2, v [, lo, hi]): per (k1, k2): count, sum/min/max of v, min lo, max hi.
 /// Result: JSON [[k1, k2, count, sum, min, max, lo, hi], ...].
 struct Group;
-impl Aggregate<HashMap<(i64, i64), Stat>, String> for Group {
-    fn init(&self, _: &mut Context<'_>) -> rusqlite::Result<HashMap<(i64, i64), Stat>> {
-        Ok(HashMap::new())
+impl Aggregate<FxMap<(i64, i64), Stat>, String> for Group {
+    fn init(&self, _: &mut Context<'_>) -> rusqlite::Result<FxMap<(i64, i64), Stat>> {
+        Ok(FxMap::default())
     }
-    fn step(&self, ctx: &mut Context<'_>, acc: &mut HashMap<(i64, i64), Stat>) -> rusqlite::Result<()> {
+    fn step(&self, ctx: &mut Context<'_>, acc: &mut FxMap<(i64, i64), Stat>) -> rusqlite::Result<()> {
         let k1 = int(ctx, 0).unwrap_or(i64::MIN);
         let k2 = int(ctx, 1).unwrap_or(i64::MIN);
         let v = int(ctx, 2).unwrap_or(0);
@@ -200,7 +223,7 @@ impl Aggregate<HashMap<(i64, i64), Stat>, String> for Group {
         acc.entry((k1, k2)).or_default().add(v, lo, hi);
         Ok(())
     }
-    fn finalize(&self, _: &mut Context<'_>, acc: Option<HashMap<(i64, i64), Stat>>) -> rusqlite::Result<String> {
+    fn finalize(&self, _: &mut Context<'_>, acc: Option<FxMap<(i64, i64), Stat>>) -> rusqlite::Result<String> {
         let rows: Vec<Value> = acc
             .unwrap_or_default()
             .into_iter()
@@ -265,10 +288,10 @@ impl Aggregate<Vec<u64>, i64> for Distinct {
 /// rtl_busy(gpu, queue, start, end): per device the union of op intervals and a timeline, per
 /// queue the union too. Ops with gpu < 0 (markers) are ignored. Result: JSON.
 struct Busy;
-type BusyAcc = HashMap<i64, Vec<(i64, i64, i64)>>;
+type BusyAcc = FxMap<i64, Vec<(i64, i64, i64)>>;
 impl Aggregate<BusyAcc, String> for Busy {
     fn init(&self, _: &mut Context<'_>) -> rusqlite::Result<BusyAcc> {
-        Ok(HashMap::new())
+        Ok(FxMap::default())
     }
     fn step(&self, ctx: &mut Context<'_>, acc: &mut BusyAcc) -> rusqlite::Result<()> {
         let gpu = int(ctx, 0).unwrap_or(-1);
@@ -284,7 +307,7 @@ impl Aggregate<BusyAcc, String> for Busy {
         let first = acc.values().flatten().map(|x| x.0).min().unwrap_or(0);
         let last = acc.values().flatten().map(|x| x.1).max().unwrap_or(0);
         let wall = (last - first).max(1);
-        let bin = (wall as f64 / TIMELINE_BINS as f64).max(1.0);
+        let bin = ((wall + TIMELINE_BINS as i64 - 1) / TIMELINE_BINS as i64).max(1);
         let mut devices = vec![];
         let mut gpus: Vec<_> = acc.into_iter().collect();
         gpus.sort_by_key(|g| g.0);
@@ -295,13 +318,12 @@ impl Aggregate<BusyAcc, String> for Busy {
             let mut bins = vec![0f64; TIMELINE_BINS];
             let mut queues: BTreeMap<i64, (i64, i64, i64)> = BTreeMap::new(); // q -> (ops, union, run_end)
             let mut add_bins = |s: i64, e: i64| {
-                // spread [s, e) over the bins it covers
-                let mut t = s as f64;
-                while t < e as f64 {
-                    let b = (((t - first as f64) / bin) as usize).min(TIMELINE_BINS - 1);
-                    let bin_end = (first as f64 + (b + 1) as f64 * bin).min(e as f64).max(t + 1e-9);
-                    let bin_end = if b == TIMELINE_BINS - 1 { e as f64 } else { bin_end };
-                    bins[b] += bin_end - t;
+                // spread [s, e) over the bins it covers (integer ns: always progresses)
+                let mut t = s;
+                while t < e {
+                    let b = (((t - first) / bin) as usize).min(TIMELINE_BINS - 1);
+                    let bin_end = if b == TIMELINE_BINS - 1 { e } else { (first + (b as i64 + 1) * bin).min(e) };
+                    bins[b] += (bin_end - t) as f64;
                     t = bin_end;
                 }
             };
@@ -321,7 +343,7 @@ impl Aggregate<BusyAcc, String> for Busy {
                 }
                 qe.2 = qe.2.max(e);
             }
-            let timeline: Vec<f64> = bins.iter().map(|b| (b / bin).clamp(0.0, 1.0)).collect();
+            let timeline: Vec<f64> = bins.iter().map(|b| (b / bin as f64).clamp(0.0, 1.0)).collect();
             devices.push(json!({
                 "gpu": gpu, "ops": n, "busy_ns": union, "wall_ns": last - first,
                 "queues": queues.iter().map(|(q, v)| json!([q, v.0, v.1])).collect::<Vec<_>>(),
@@ -365,6 +387,7 @@ struct Scans {
     latency: Value,
     linked_ops: i64,
     links: i64,
+    timings: Vec<(String, f64)>,
 }
 
 type Job = fn(&Connection, &Mutex<Scans>) -> Result<()>;
@@ -441,7 +464,13 @@ fn job_links(c: &Connection, out: &Mutex<Scans>) -> Result<()> {
 
 fn run_scans(conn: &Connection) -> Result<Scans> {
     let out = Mutex::new(Scans::default());
-    let jobs: [Job; 4] = [job_api, job_links, job_ops, job_status];
+    let jobs: [(&str, Job); 4] = [("api", job_api), ("links", job_links), ("ops", job_ops), ("status", job_status)];
+    let timed = |name: &str, job: Job, c: &Connection, out: &Mutex<Scans>| -> Result<()> {
+        let t = std::time::Instant::now();
+        job(c, out)?;
+        out.lock().unwrap().timings.push((name.to_string(), t.elapsed().as_secs_f64()));
+        Ok(())
+    };
     let path = conn.path().filter(|p| !p.is_empty() && Path::new(p).exists()).map(PathBuf::from);
     match path {
         Some(p) => {
@@ -449,8 +478,8 @@ fn run_scans(conn: &Connection) -> Result<Scans> {
             std::thread::scope(|s| -> Result<()> {
                 let handles: Vec<_> = jobs
                     .iter()
-                    .map(|job| {
-                        let (p, out) = (&p, &out);
+                    .map(|(name, job)| {
+                        let (p, out, timed) = (&p, &out, &timed);
                         s.spawn(move || -> Result<()> {
                             let c = Connection::open_with_flags(
                                 p,
@@ -458,7 +487,7 @@ fn run_scans(conn: &Connection) -> Result<Scans> {
                             )?;
                             c.execute_batch("PRAGMA temp_store = MEMORY; PRAGMA cache_size = -65536;")?;
                             register(&c)?;
-                            job(&c, out)
+                            timed(name, *job, &c, out)
                         })
                     })
                     .collect();
@@ -470,8 +499,8 @@ fn run_scans(conn: &Connection) -> Result<Scans> {
         }
         None => {
             register(conn)?;
-            for job in jobs {
-                job(conn, &out)?;
+            for (name, job) in jobs {
+                timed(name, job, conn, &out)?;
             }
         }
     }
@@ -501,7 +530,7 @@ pub fn summary_data(db: &Path, top: usize) -> Result<Summary> {
     let scans = run_scans(&conn).with_context(|| format!("{}: summarising", db.display()))?;
     let names = super::model::strings(&conn)?;
     let name = |id: i64| names.get(&id).cloned().unwrap_or_else(|| format!("<string {id}>"));
-    let mut s = Summary { source: db.display().to_string(), ..Default::default() };
+    let mut s = Summary { source: db.display().to_string(), timings: scans.timings.clone(), ..Default::default() };
 
     let mut st = conn.prepare("SELECT tag, CAST(value AS TEXT) FROM rocpd_metadata ORDER BY id")?;
     s.metadata = st
@@ -758,7 +787,7 @@ fn table(out: &mut dyn Write, head: &[&str], rows: &[Vec<String>]) -> Result<()>
         let mut s = String::from("  ");
         for (i, c) in cells.iter().enumerate() {
             let pad = w[i] - c.chars().count();
-            if i == 0 {
+            if i == 0 || head[i] == "command" {
                 s.push_str(c);
                 s.push_str(&" ".repeat(pad));
             } else {

@@ -1,0 +1,156 @@
+//! `summary`: numbers checked against a hand-built trace; text, JSON and HTML outputs.
+mod read_common;
+
+use read_common::*;
+use rtl_user::read::{summary, SummaryOptions};
+use serde_json::Value;
+
+fn json_summary(db: &std::path::Path) -> Value {
+    let mut out = Vec::new();
+    summary(db, &SummaryOptions { json: true, html: None, top: 20 }, &mut out).unwrap();
+    serde_json::from_slice(&out).unwrap()
+}
+
+#[test]
+fn summary_numbers() {
+    let d = tmpdir();
+    let db = sample_trace(&d.path().join("t.db"), "nodeA", 0);
+    let s = json_summary(&db);
+    let t = &s["totals"];
+    assert_eq!(t["api_calls"], 10);
+    assert_eq!(t["gpu_ops"], 7);
+    assert_eq!(t["gpu_time_ns"], 42_000);
+    assert_eq!(t["markers"], 1);
+    assert_eq!(t["api_op_links"], 6);
+
+    let k = s["kernels"].as_array().unwrap();
+    assert_eq!(k.len(), 3);
+    assert_eq!(k[0]["name"], "vectorAdd(float*, float*, float*, int)", "demangled, sorted by total");
+    assert_eq!(k[0]["calls"], 2);
+    assert_eq!(k[0]["total_ns"], 20_000);
+    assert_eq!(k[0]["min_ns"], 10_000);
+    assert_eq!(k[0]["max_ns"], 10_000);
+    assert!((k[0]["pct_gpu_time"].as_f64().unwrap() - 100.0 * 20.0 / 42.0).abs() < 1e-9);
+    assert_eq!(k[1]["name"], "reduce(float*, int)");
+    assert_eq!(k[1]["calls"], 4);
+    assert_eq!(k[1]["total_ns"], 17_000);
+    assert_eq!(k[1]["min_ns"], 1_000);
+    assert_eq!(k[1]["mean_ns"], 4_250);
+    assert_eq!(k[2]["name"], "CopyHostToDevice", "no description: the op type names it");
+
+    let apis = s["apis"].as_array().unwrap();
+    let get = |n: &str| apis.iter().find(|a| a["name"] == n).unwrap_or_else(|| panic!("{n} missing"));
+    assert_eq!(get("hipLaunchKernel")["calls"], 2);
+    assert_eq!(get("hipLaunchKernel")["total_ns"], 9_000);
+    assert_eq!(get("hipLaunchKernel")["mean_ns"], 4_500);
+    assert_eq!(get("hipMalloc")["errors"], 1);
+    assert_eq!(get("hipStreamSynchronize")["unclosed"], 1);
+    assert_eq!(get("roctxRangePushA")["errors"], 0);
+    assert_eq!(apis[0]["name"], "hipLaunchKernel", "sorted by total time");
+    assert_eq!(apis[1]["name"], "hipMemcpyAsync");
+
+    let dev = s["gpu_busy"]["devices"].as_array().unwrap();
+    assert_eq!(s["gpu_busy"]["first_ns"], 9_000);
+    assert_eq!(s["gpu_busy"]["last_ns"], 32_000);
+    assert_eq!(dev[0]["gpu"], 0);
+    assert_eq!(dev[0]["busy_ns"], 17_000, "union: overlapping kernels counted once");
+    assert_eq!(dev[0]["wall_ns"], 23_000);
+    assert_eq!(dev[0]["queues"][0]["busy_ns"], 16_000);
+    assert_eq!(dev[0]["queues"][1]["busy_ns"], 5_000);
+    assert_eq!(dev[1]["busy_ns"], 17_000);
+    assert_eq!(dev[1]["ops"], 4);
+    let tl = dev[0]["timeline"].as_array().unwrap();
+    assert_eq!(tl.len(), rtl_user::read::TIMELINE_BINS);
+    let mean: f64 = tl.iter().map(|x| x.as_f64().unwrap()).sum::<f64>() / tl.len() as f64;
+    assert!((mean - 17.0 / 23.0).abs() < 0.01, "timeline mean {mean}");
+
+    let p = s["processes"].as_array().unwrap();
+    assert_eq!(p[0]["pid"], 100);
+    assert_eq!(p[0]["api_calls"], 7);
+    assert_eq!(p[0]["api_time_ns"], 17_200);
+    assert_eq!(p[0]["gpu_ops"], 3);
+    assert_eq!(p[0]["gpu_time_ns"], 25_000);
+    assert_eq!(p[0]["cmdline"], "python3 train.py --epochs 1");
+    assert_eq!(p[1]["pid"], 200);
+    assert_eq!(p[1]["gpu_ops"], 2);
+    assert_eq!(p[1]["gpu_time_ns"], 14_000);
+
+    let l = &s["launch_latency"];
+    assert_eq!(l["count"], 5);
+    assert_eq!(l["p50_ns"], 7_000);
+    assert_eq!(l["p90_ns"], 13_000);
+    assert_eq!(l["p99_ns"], 13_000);
+    assert_eq!(l["min_ns"], 7_000);
+    assert_eq!(l["mean_ns"], 8_400);
+
+    assert_eq!(s["lost"]["unlinked_gpu_ops"], 2);
+    assert_eq!(s["lost"]["unclosed_apis"], 1);
+    assert_eq!(s["lost"]["api_errors"], 1);
+    assert_eq!(s["lost"]["dropped"]["dropped_events"], "3");
+}
+
+#[test]
+fn summary_text_and_top() {
+    let d = tmpdir();
+    let db = sample_trace(&d.path().join("t.db"), "nodeA", 0);
+    let mut out = Vec::new();
+    summary(&db, &SummaryOptions { json: false, html: None, top: 1 }, &mut out).unwrap();
+    let text = String::from_utf8(out).unwrap();
+    for want in [
+        "GPU kernels and ops by total time (top 1 of 3)",
+        "vectorAdd(float*, float*, float*, int)",
+        "HIP APIs by total time (top 1 of 7)",
+        "GPU 0",
+        "queue 1",
+        "python3 train.py --epochs 1",
+        "Launch latency (API entry -> GPU start, 5 ops): p50 7.00 us  p90 13.00 us  p99 13.00 us",
+        "GPU ops without an API link: 2",
+        "dropped_events: 3",
+    ] {
+        assert!(text.contains(want), "missing {want:?} in:\n{text}");
+    }
+    assert!(!text.contains("reduce(float*, int)"), "top 1 shows one kernel");
+}
+
+#[test]
+fn summary_html_is_self_contained() {
+    let d = tmpdir();
+    let db = sample_trace(&d.path().join("t.db"), "nodeA", 0);
+    let html = d.path().join("report.html");
+    let mut out = Vec::new();
+    summary(&db, &SummaryOptions { json: false, html: Some(html.clone()), top: 10 }, &mut out).unwrap();
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.starts_with("<!DOCTYPE html>"));
+    assert_eq!(page.matches("<svg").count(), 2, "timeline + kernel chart");
+    assert!(page.contains("GPU 0") && page.contains("GPU 1"));
+    assert!(page.contains("vectorAdd(float*, float*, float*, int)"));
+    assert!(!page.contains("<script") && !page.contains("src=") && !page.contains("<link"));
+    let without_ns = page.replace("http://www.w3.org/2000/svg", "");
+    assert!(!without_ns.contains("http://") && !without_ns.contains("https://"), "no network references");
+}
+
+#[test]
+fn summary_of_empty_trace() {
+    let d = tmpdir();
+    let p = d.path().join("empty.db");
+    drop(new_trace(&p));
+    let mut out = Vec::new();
+    summary(&p, &SummaryOptions::default(), &mut out).unwrap();
+    let text = String::from_utf8(out).unwrap();
+    assert!(text.contains("(no GPU ops)"), "{text}");
+    let s = json_summary(&p);
+    assert_eq!(s["totals"]["api_calls"], 0);
+    assert!(s["launch_latency"].is_null());
+}
+
+/// The 10-million-row benchmark: `cargo test --release -p rtl-user --test read_summary -- --ignored --nocapture`
+/// (or `cargo run --release -p rtl-user --example bench_summary`).
+#[test]
+#[ignore]
+fn bench_summary_10m() {
+    let status = std::process::Command::new(env!("CARGO"))
+        .args(["run", "--release", "-p", "rtl-user", "--example", "bench_summary"])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
