@@ -160,6 +160,14 @@ if [ $HAVE_HIPCC = 1 ]; then
   check "hsa: ROCM_SIM_GPU_TICK_ORIGIN=device: ticks need convert_tick_to_system_domain" "$TMP/hd.log" \
     sim ROCM_SIM_GPU_TICK_ORIGIN=device HSA_TOOLS_LIB="$BT/libhsa_sim_tool.so" HSA_SIM_TOOL_OUT="$TMP/toold.jsonl" ROCM_SIM_TRUTH="$TMP/hd.jsonl" "$BT/kernels" 20 1
   check "hsa: converted device ticks equal the truth" "$TMP/hdct.log" $CT "$TMP/hd.jsonl" --hsa-tool "$TMP/toold.jsonl"
+  rm -f "$TMP/hb.jsonl" "$TMP/toolb.jsonl"
+  check "hsa: a tool injecting signals into graph batches works on fixed ROCm" "$TMP/hb.log" \
+    sim HSA_SIM_TOOL_INJECT_BATCHES=1 HSA_TOOLS_LIB="$BT/libhsa_sim_tool.so" HSA_SIM_TOOL_OUT="$TMP/toolb.jsonl" ROCM_SIM_TRUTH="$TMP/hb.jsonl" "$BT/kernels" 30 2
+  check "hsa: ... and captures graph dispatch times too" "$TMP/hbct.log" $CT "$TMP/hb.jsonl" --hsa-tool "$TMP/toolb.jsonl" --hsa-tool-graph
+  sim ROCM_SIM_INTERCEPT_BATCH_BUG=1 HSA_SIM_TOOL_INJECT_BATCHES=1 HSA_TOOLS_LIB="$BT/libhsa_sim_tool.so" "$BT/kernels" 30 2 > "$TMP/hbb.log" 2>&1; rc=$?
+  [ $rc -ne 0 ] && grep -q 0x1009 "$TMP/hbb.log" && ok "hsa: ROCM_SIM_INTERCEPT_BATCH_BUG=1 aborts such a tool with 0x1009" || ko "hsa: batch bug switch (rc $rc)" "$TMP/hbb.log"
+  timeout 5 env LD_LIBRARY_PATH="$LIB" ROCM_SIM_INTERCEPT=hang HSA_TOOLS_LIB="$BT/libhsa_sim_tool.so" "$BT/kernels" 5 1 > "$TMP/hh.log" 2>&1; rc=$?
+  [ $rc -eq 124 ] && ok "hsa: ROCM_SIM_INTERCEPT=hang hangs an intercepted application (killed after 5 s)" || ko "hsa: hang switch (rc $rc)" "$TMP/hh.log"
   rm -f "$TMP/hu.jsonl" "$TMP/toolu.jsonl"
   check "hsa: ROCM_SIM_INTERCEPT=unsupported: tool falls back, program unaffected" "$TMP/hu.log" \
     sim ROCM_SIM_INTERCEPT=unsupported HSA_TOOLS_LIB="$BT/libhsa_sim_tool.so" HSA_SIM_TOOL_OUT="$TMP/toolu.jsonl" "$BT/kernels" 10 1

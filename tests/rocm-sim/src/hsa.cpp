@@ -57,6 +57,8 @@ struct Config {
   uint64_t kernel_default_ns = 5000;
   std::unordered_map<std::string, uint64_t> kernel_ns;
   bool intercept_unsupported = false;
+  bool intercept_hang = false;       // ROCM_SIM_INTERCEPT=hang: intercept queues never deliver packets
+  bool intercept_batch_bug = false;  // ROCM_SIM_INTERCEPT_BATCH_BUG=1: modified batches > 1 abort (0x1009)
   long exit_mid_kernel = 0;  // N-th dispatch (process-wide) makes the process exit mid-kernel
   int exit_mode = 0;         // 0 exit(), 1 _exit(), 2 abort()
   int exit_code = 3;
@@ -82,6 +84,8 @@ struct Config {
     }
     const char* ic = sim::env_str("ROCM_SIM_INTERCEPT");
     intercept_unsupported = ic && (strcmp(ic, "unsupported") == 0 || strcmp(ic, "0") == 0);
+    intercept_hang = ic && strcmp(ic, "hang") == 0;
+    intercept_batch_bug = sim::env_ll("ROCM_SIM_INTERCEPT_BATCH_BUG", 0) != 0;
     if (const char* e = sim::env_str("ROCM_SIM_EXIT_MID_KERNEL")) {
       exit_mid_kernel = strtol(e, nullptr, 0);
       if (strstr(e, "_exit")) exit_mode = 1;
@@ -428,12 +432,23 @@ Queue* make_queue(Agent* ag, uint32_t size, bool start_cp) {
 
 // intercept plumbing: the writer passed to handlers has no context argument, so the chain
 // position travels in thread-local state.
-struct ChainCtx { Queue* q; size_t level; uint64_t user_index; };
+struct ChainCtx { Queue* q; size_t level; uint64_t user_index; const uint8_t* orig; uint64_t orig_n; };
 thread_local ChainCtx* t_chain = nullptr;
 void chain_call(Queue* q, size_t level, const void* pkts, uint64_t n, uint64_t uidx);
 void writer_trampoline(const void* pkts, uint64_t n) {
   ChainCtx* c = t_chain;
   if (!c) return;
+  if (cfg().intercept_batch_bug && c->level >= c->q->handlers.size() && n > 1 && c->orig) {
+    // Model of ROCr's InterceptQueue before 7.13: rewriting packets of a multi-packet batch
+    // (graph replay) corrupts its staging buffer.
+    for (uint64_t i = 0; i < n && i < c->orig_n; i++) {
+      if (memcmp((const uint8_t*)pkts + i * 64 + 56, c->orig + i * 64 + 56, 8) != 0) {
+        fprintf(stderr, "rocm-sim hsa: HSA_STATUS_ERROR_INVALID_PACKET_FORMAT (0x1009): completion signal "
+                        "rewritten in a %llu-packet intercepted batch\n", (unsigned long long)n);
+        abort();
+      }
+    }
+  }
   chain_call(c->q, c->level, pkts, n, c->user_index);
 }
 void write_to_hw(Queue* hw, const void* pkts, uint64_t n) {
@@ -455,7 +470,7 @@ void write_to_hw(Queue* hw, const void* pkts, uint64_t n) {
 }
 void chain_call(Queue* q, size_t level, const void* pkts, uint64_t n, uint64_t uidx) {
   if (level < q->handlers.size()) {
-    ChainCtx c{q, level + 1, uidx};
+    ChainCtx c{q, level + 1, uidx, t_chain ? t_chain->orig : nullptr, t_chain ? t_chain->orig_n : 0};
     ChainCtx* prev = t_chain;
     t_chain = &c;
     q->handlers[level].first(pkts, n, uidx, q->handlers[level].second, writer_trampoline);
@@ -467,6 +482,7 @@ void chain_call(Queue* q, size_t level, const void* pkts, uint64_t n, uint64_t u
 // doorbell rung on an intercept (proxy) queue: runs on the ringing thread
 void intercept_doorbell(void* ctx) {
   Queue* q = (Queue*)ctx;
+  if (cfg().intercept_hang) return;  // packets stay in the proxy ring forever
   std::lock_guard<std::mutex> g(q->imtx);
   uint8_t* base = (uint8_t*)q->q.base_address;
   for (;;) {
@@ -487,7 +503,11 @@ void intercept_doorbell(void* ctx) {
       store_header32(p, HSA_PACKET_TYPE_INVALID << HSA_PACKET_HEADER_TYPE);
     }
     q->read_index.store(ri + n);
+    ChainCtx root{q, 0, ri, buf.data(), n};
+    ChainCtx* prev = t_chain;
+    t_chain = &root;
     chain_call(q, 0, buf.data(), n, ri);
+    t_chain = prev;
   }
 }
 

@@ -44,11 +44,13 @@ void handler(const void* pkts, uint64_t count, uint64_t, void* data, hsa_amd_que
   g_packets += count;
   uint64_t prev = g_max_batch.load();
   while (count > prev && !g_max_batch.compare_exchange_weak(prev, count)) {}
-  if (count > 1) {  // graph replay batch: do not touch (see hsa-tools.md failure modes)
+  static const bool inject_batches = getenv("HSA_SIM_TOOL_INJECT_BATCHES") != nullptr;
+  if (count > 1 && !inject_batches) {  // graph replay batch: do not touch (see hsa-tools.md failure modes)
     g_batches_gt1++;
     writer(pkts, count);
     return;
   }
+  if (count > 1) g_batches_gt1++;
   std::vector<hsa_kernel_dispatch_packet_t> copy(count);
   memcpy(copy.data(), pkts, count * 64);
   for (auto& p : copy) {
