@@ -349,6 +349,12 @@ fn wake_publisher() {
     unsafe { libc::syscall(libc::SYS_futex, STOP.as_ptr(), libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG, i32::MAX) };
 }
 
+/// Wakes the publisher thread without asking it to stop.
+pub(crate) fn kick_publisher() {
+    // SAFETY: futex wake on our own static word.
+    unsafe { libc::syscall(libc::SYS_futex, STOP.as_ptr(), libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG, 1) };
+}
+
 fn spawn_publisher() {
     THREAD_RUNNING.store(true, Release);
     // Block every signal in the new thread (set before creation, so there is no window).
@@ -398,6 +404,7 @@ fn publisher_main() {
             ACTIVE => {
                 clr::poll(false);
                 publish::publish_queued(0);
+                publish::KICKED.store(false, Relaxed);
                 let now = clock::monotonic_ns();
                 if now - last_meta >= 1_000_000_000 {
                     publish::publish_meta(0);

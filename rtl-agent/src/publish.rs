@@ -405,6 +405,9 @@ pub fn buffers_if_ready() -> Option<&'static Buffers> {
     BUFFERS.get()
 }
 
+/// Set when a producer woke the publisher early; cleared by the publisher after a pass.
+pub static KICKED: AtomicBool = AtomicBool::new(false);
+
 /// Set while shutting down: producers that find the queue full publish instead of dropping.
 pub static SHUTTING_DOWN: AtomicBool = AtomicBool::new(false);
 
@@ -413,13 +416,20 @@ pub fn emit(op: &GpuOp, may_publish: bool) {
     let b = buffers();
     counters().gpu_ops_seen.fetch_add(1, Relaxed);
     if b.queue.push(op) {
+        // Past half full: wake the publisher now (one futex wake per crossing), rather than
+        // letting a burst (a chunk callback delivering thousands of records) overflow.
+        if !may_publish && b.queue.len() > QUEUE_CAP / 2 && !KICKED.swap(true, Relaxed) {
+            crate::kick_publisher();
+        }
         return;
     }
-    if may_publish || SHUTTING_DOWN.load(Acquire) {
-        publish_queued(0);
-        if b.queue.push(op) {
-            return;
-        }
+    // Full. An agent thread, or anyone at shutdown, publishes to make room. The profiler's chunk
+    // callback does too (a burst: a slab of graph launches with thousands of nodes outruns any
+    // queue), but waits at most CALLBACK_LOCK_WAIT_NS for the publish lock: when it cannot get
+    // it, the op is dropped and counted.
+    let wait = if may_publish || SHUTTING_DOWN.load(Acquire) { LOCK_WAIT_NS } else { CALLBACK_LOCK_WAIT_NS };
+    if publish_queued_within(0, wait).is_some() && b.queue.push(op) {
+        return;
     }
     counters().dropped_queue_full.fetch_add(1, Relaxed);
 }
@@ -442,8 +452,17 @@ impl Drop for LockGuard {
     }
 }
 
+/// Longest wait for the publish lock on agent threads and at shutdown.
+const LOCK_WAIT_NS: u64 = 2_000_000_000;
+/// Longest wait for the publish lock in the profiler's chunk callback (a runtime thread).
+const CALLBACK_LOCK_WAIT_NS: u64 = 50_000_000;
+
 /// Takes the publish lock, waiting at most ~2 s (then gives up: never hang a process).
 fn lock() -> Option<LockGuard> {
+    lock_within(LOCK_WAIT_NS)
+}
+
+fn lock_within(max_ns: u64) -> Option<LockGuard> {
     let t0 = crate::clock::monotonic_ns();
     let mut spins = 0u32;
     loop {
@@ -455,7 +474,7 @@ fn lock() -> Option<LockGuard> {
             std::hint::spin_loop();
         } else {
             std::thread::yield_now();
-            if crate::clock::monotonic_ns() - t0 > 2_000_000_000 {
+            if crate::clock::monotonic_ns() - t0 > max_ns {
                 return None;
             }
         }
@@ -501,12 +520,24 @@ fn new_writer(buf: &mut [u8]) -> BatchWriter<'_> {
 
 /// Publishes every queued op (with the strings they need, before them). Returns ops published.
 pub fn publish_queued(flags: u32) -> usize {
-    let Some(b) = buffers_if_ready() else { return 0 };
-    let Some(_g) = lock() else { return 0 };
+    publish_queued_within(flags, LOCK_WAIT_NS).unwrap_or(0)
+}
+
+/// [`publish_queued`], waiting at most `max_wait_ns` for the lock (None: not obtained).
+pub fn publish_queued_within(flags: u32, max_wait_ns: u64) -> Option<usize> {
+    let b = buffers_if_ready()?;
     let mut total = 0;
     let mut pending: Option<GpuOp> = None;
     let mut buf = [0u8; AGENT_BATCH_MAX];
+    // The lock is held for one batch at a time (a few microseconds), so a producer that has to
+    // publish (a chunk callback in a burst) never waits behind a whole pass.
     loop {
+        let Some(_g) = lock_within(max_wait_ns) else {
+            if pending.is_some() {
+                counters().dropped_queue_full.fetch_add(1, Relaxed);
+            }
+            return (total > 0).then_some(total);
+        };
         let mut w = new_writer(&mut buf);
         while let Some(op) = pending.take().or_else(|| b.queue.pop()) {
             let mut need = std::mem::size_of::<GpuOp>();
@@ -546,7 +577,7 @@ pub fn publish_queued(flags: u32) -> usize {
             break;
         }
     }
-    total
+    Some(total)
 }
 
 /// Publishes an Info + ClockSync + Counters batch.

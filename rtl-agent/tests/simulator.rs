@@ -234,6 +234,15 @@ fn graph_replay_spill_lists() {
     assert_eq!(c.batches_with_spill, 5);
 }
 
+/// A burst: slabs of 50 records, 40 graph launches of 2000 nodes (80 000 ops) against a queue
+/// of 32 768: the callback publishes instead of dropping.
+#[test]
+fn graph_burst_larger_than_the_queue() {
+    let r = run("burst", "graph_replay", &["--nodes", "2000", "--replays", "40"], &[("ROCM_SIM_PROFILER_CHUNK", "50"), ("ROCM_SIM_KERNEL_DEFAULT_NS", "200")]);
+    let (n, graph) = check_exact(&r);
+    assert!(graph >= 80_000, "{graph} of {n}");
+}
+
 #[test]
 fn graph_replay_v0_threads() {
     let r = run("graph-v0", "graph_replay", &["--nodes", "200", "--replays", "4", "--threads", "4", "--mode", "thread_local"], &[("ROCM_SIM_PROFILER", "v0"), ("ROCM_SIM_PROFILER_CHUNK", "64")]);
