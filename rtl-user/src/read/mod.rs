@@ -82,4 +82,4 @@ fn tune(conn: &Connection) -> Result<()> {
 
 /// Track id offset for GPU devices in the Perfetto outputs (a pid no real process has:
 /// Linux pids are below 2^22).
-pub(crate) const GPU_PID_BASE: i64 = 1 << 24;
+pub const GPU_PID_BASE: i64 = 1 << 24;

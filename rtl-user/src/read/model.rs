@@ -175,7 +175,8 @@ pub(crate) fn emit(conn: &Connection, sink: &mut dyn Sink) -> Result<()> {
                 r.ret, r.status, r.a0, r.a1, r.a2, r.a3,
                 k.kernelName_id, k.gridX, k.gridY, k.gridZ, k.workgroupX, k.workgroupY, k.workgroupZ, k.stream,
                 c.size, c.kind, c.stream,
-                (SELECT group_concat(l.id) FROM rocpd_api_ops l WHERE l.api_id = a.id), {flows_fallback}
+                (SELECT group_concat(l.id) FROM rocpd_api_ops l JOIN rocpd_op lo ON lo.id = l.op_id WHERE l.api_id = a.id AND lo.gpuId >= 0),
+                {flows_fallback}
          FROM rocpd_api a
          LEFT JOIN rocpd_ustring u ON u.id = a.args_id
          LEFT JOIN rtl_api r ON r.api_id = a.id
