@@ -104,13 +104,19 @@ struct Run {
 }
 
 fn run(name: &str, prog: &str, args: &[&str], env: &[(&str, &str)]) -> Run {
+    run_with(name, &workload(prog), args, env, true)
+}
+
+fn run_with(name: &str, prog: &std::path::Path, args: &[&str], env: &[(&str, &str)], preload: bool) -> Run {
     ensure_built();
     let dir = scratch(name);
     let (truth, dump) = (dir.join("truth.jsonl"), dir.join("agent.dump"));
-    let mut c = Command::new(workload(prog));
+    let mut c = Command::new(prog);
+    if preload {
+        c.env("LD_PRELOAD", agent_so());
+    }
     c.args(args)
         .env("LD_LIBRARY_PATH", sim_lib())
-        .env("LD_PRELOAD", agent_so())
         .env("ROCM_SIM_TRUTH", &truth)
         .env("RTL_AGENT_DUMP", &dump)
         .env_remove("RTL_AGENT_QUIET")
@@ -125,6 +131,11 @@ fn run(name: &str, prog: &str, args: &[&str], env: &[(&str, &str)]) -> Run {
 
 /// The whole comparison. Returns (truth ops, graph ops).
 fn check_exact(r: &Run) -> (usize, usize) {
+    check(r, false)
+}
+
+/// `only_profiled`: skip truth ops whose API call ran before the agent enabled profiling.
+fn check(r: &Run, only_profiled: bool) -> (usize, usize) {
     // (pid, name, seq): roctx calls have their own sequence numbers.
     let apis: HashMap<(u64, &str, u64), &Obj> = r
         .truth
@@ -151,6 +162,12 @@ fn check_exact(r: &Run) -> (usize, usize) {
     }
     let (mut n, mut graph) = (0, 0);
     for t in r.truth.iter().filter(|o| o["type"] == "op") {
+        if only_profiled {
+            let api = apis.get(&(u(t, "pid"), t["api"].as_str(), u(t, "api_seq")));
+            if api.is_some_and(|a| a["profiled"] != "true") {
+                continue;
+            }
+        }
         n += 1;
         let pid = u(t, "pid");
         let key = (pid, u(t, "start_rt"), u(t, "end_rt"), u(t, "device") as u32, u(t, "queue") as u32);
@@ -276,4 +293,30 @@ fn no_profiler_api_warns_once_runs_untouched() {
     assert!(p.ops.is_empty());
     assert_eq!(p.infos[0].status, Status::ApiMissing as u8);
     assert!(r.truth.iter().filter(|o| o["type"] == "op").count() > 0, "the workload ran its GPU work");
+}
+
+/// libamdhip64 dlopen'ed after start (Python importing torch): the publisher thread finds it
+/// and enables profiling; every op after that is captured.
+#[test]
+fn lazy_dlopen_found_by_the_publisher_thread() {
+    let dir = scratch("lazy-build");
+    let app = dir.join("lazyapp");
+    sh(Command::new("cc").args(["-O2", "-o"]).arg(&app).arg(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/lazyapp.c")).arg("-ldl"));
+    let r = run_with("lazy", &app, &["25", "600"], &[], true);
+    let (n, _) = check_exact(&r);
+    assert_eq!(n, 25);
+    assert!(r.truth.iter().filter(|o| o["type"] == "api" && o["name"] == "hipMemcpy").all(|o| o["profiled"] == "true"));
+}
+
+/// Loaded only through HSA_TOOLS_LIB (OnLoad, inside hsa_init): profiling starts from the
+/// publisher thread; every op of a profiled call is there, and OnUnload/exit flush it.
+#[test]
+fn hsa_tools_lib_loading() {
+    let so = agent_so();
+    let r = run_with("hsatool", &workload("demo"), &["--iters", "50"], &[("HSA_TOOLS_LIB", so.to_str().unwrap())], false);
+    let (n, _) = check(&r, true);
+    assert!(n > 0, "profiling got enabled");
+    let p = r.procs.values().next().unwrap();
+    assert_ne!(p.infos[0].mode & wire::MODE_HSA_TOOL, 0);
+    assert_eq!(p.infos[0].mode & wire::MODE_PRELOAD, 0);
 }
