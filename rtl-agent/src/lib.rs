@@ -41,14 +41,24 @@
 //!    handlers, so before them; covers `exit()` from another thread);
 //! 3. the `.fini_array` destructor (before libamdhip64's own `.fini_array`: the agent does not
 //!    depend on it; covers dlclose and the remaining paths);
-//! 4. `OnUnload` (HSA tool mode; flushes the queue only, no call into the runtime).
-//! The flush is idempotent. `_exit()`, `quick_exit()` and fatal signals skip all of them.
+//! 4. `OnUnload` (HSA tool mode; flushes the queue only, no call into the runtime);
+//! 5. the application's own `_exit()` / `_Exit()`, which the agent interposes (forked workers
+//!    commonly end with `_exit`): flush, then `exit_group` exactly like glibc's `_exit`. Skipped
+//!    in a vfork child (pid differs from the agent's: it shares the parent's memory).
+//! The flush is idempotent, and the runtime part of it (Disable + last drain) runs on a helper
+//! thread waited for at most 9 s (3 s in a forked child), so a wedged runtime cannot hang the
+//! exit. `quick_exit()`, `exit_group` by other means and fatal signals skip all of them.
+//! Limitation: the main thread calling `pthread_exit` while other threads go on also runs (1),
+//! ending GPU capture early.
 //!
 //! # fork
 //! `pthread_atfork`: the child resets the queue, counters and sequence numbers, marks strings
-//! unsent (the collector keys them by pid), and restarts the publisher thread. It does not call
-//! into the runtime inherited from its parent (GPU state does not survive fork); a child still
-//! waiting for libamdhip64 keeps waiting and activates on its own.
+//! unsent (the collector keys them by pid; `batch_seq` restarts at 0), and restarts the
+//! publisher thread. The child's runtime is a copy of its parent's, so records whose API call
+//! started before the fork (CLOCK_REALTIME, the profiler's clock) are the parent's and are
+//! skipped; the child's own records (a worker forked before HIP was initialised, the pattern
+//! ROCm supports) are captured. A child still waiting for libamdhip64 keeps waiting and
+//! activates on its own.
 
 use std::ffi::{c_char, c_int, c_void, CStr, OsStr};
 use std::os::unix::ffi::OsStrExt;
@@ -479,23 +489,11 @@ fn exit_now(status: c_int) -> ! {
     if std::process::id() == publish::PID.load(Relaxed) && PHASE.load(Acquire) == ACTIVE {
         let _ = std::panic::catch_unwind(|| shutdown(Reason::UnderscoreExit));
     }
-    static REAL: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let mut f = REAL.load(Relaxed);
-    if f == 0 {
-        // SAFETY: dlsym with RTLD_NEXT finds libc's _exit.
-        f = unsafe { libc::dlsym(libc::RTLD_NEXT, c"_exit".as_ptr()) } as usize;
-        REAL.store(f, Relaxed);
+    // What glibc's _exit does: exit_group, no loader call (dlsym is not safe in a fork child).
+    loop {
+        // SAFETY: exit_group never returns.
+        unsafe { libc::syscall(libc::SYS_exit_group, status) };
     }
-    if f != 0 {
-        // SAFETY: libc's `void _exit(int)`.
-        let real: extern "C" fn(c_int) -> ! = unsafe { std::mem::transmute(f) };
-        real(status);
-    }
-    // SAFETY: exit_group never returns.
-    unsafe {
-        libc::syscall(libc::SYS_exit_group, status);
-    }
-    unreachable!()
 }
 
 /// Interposes libc's `_exit` (see [`exit_now`]).
