@@ -240,6 +240,22 @@ fn schema_objects(sql: &str, kind: &str) -> Vec<String> {
         .collect()
 }
 
+/// Id of '' in a string table, inserted when missing.
+fn empty_string_id(conn: &Connection, table: &str) -> Result<i64> {
+    if let Some(id) = conn
+        .query_row(&format!("SELECT min(id) FROM {table} WHERE string = ''"), [], |r| r.get::<_, Option<i64>>(0))?
+    {
+        return Ok(id);
+    }
+    let free1: bool = conn.query_row(&format!("SELECT count(*) = 0 FROM {table} WHERE id = 1"), [], |r| r.get(0))?;
+    if free1 {
+        conn.execute(&format!("INSERT INTO {table} (id, string) VALUES (1, '')"), [])?;
+        return Ok(1);
+    }
+    conn.execute(&format!("INSERT INTO {table} (string) VALUES ('')"), [])?;
+    Ok(conn.last_insert_rowid())
+}
+
 /// Says what [`migrate`] would change, without writing. Fails like [`migrate`] on bad input.
 pub fn check(conn: &Connection) -> Result<MigrateReport> {
     Ok(plan(conn)?.0)
@@ -262,6 +278,14 @@ pub fn migrate(conn: &Connection) -> Result<MigrateReport> {
             match step {
                 Step::Tables => conn.execute_batch(schema::TABLES)?,
                 Step::Column(t, c, def) => {
+                    let def = if def.contains("DEFAULT 1") && matches!(*c, "category_id" | "domain_id") {
+                        // Must name the empty string; in old files id 1 may be something else.
+                        def.replace("DEFAULT 1", &format!("DEFAULT {}", empty_string_id(conn, "rocpd_string")?))
+                    } else if *c == "args_id" {
+                        def.replace("DEFAULT 1", &format!("DEFAULT {}", empty_string_id(conn, "rocpd_ustring")?))
+                    } else {
+                        def.to_string()
+                    };
                     conn.execute_batch(&format!("ALTER TABLE {t} ADD COLUMN {c} {def}"))?
                 }
                 Step::V2Args => {
