@@ -116,8 +116,10 @@ int main(int argc, char **argv)
         // expected: b_k = 1 + 2*a*k (saxpy k times), c = (a + b_{iters-1}) * 0.5
         double bl = 1.0 + 2.0 * (double)(iters - 1) * (double)(n - 1);
         double want = ((double)(n - 1) + bl) * 0.5;
-        printf("demo: %lld iterations of 3 kernels on 2 streams in %.3f ms; c[n-1] = %g (expected %g) %s\n", iters, ms,
-               hc[n - 1], want, std::fabs(hc[n - 1] - want) <= 1e-3 * std::fabs(want) ? "OK" : "MISMATCH");
+        bool ok = std::fabs(hc[n - 1] - want) <= 1e-3 * std::fabs(want);
+        printf("demo: %lld iterations of 3 kernels on 2 streams in %.3f ms; c[n-1] = %g, expected %g: %s\n", iters,
+               ms, hc[n - 1], want,
+               ok ? "OK" : "differs (expected on a simulated GPU, which does not execute kernel code)");
     } else {
         printf("demo: HIP calls failed (%s); timing and results unavailable\n", w_hipGetErrorString(e));
     }
