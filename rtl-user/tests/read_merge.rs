@@ -1,0 +1,150 @@
+//! `merge`: every row kept, strings and ids remapped, correlation ids unique, hosts recorded.
+mod read_common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use read_common::*;
+use rtl_user::read::{convert_perfetto_json, merge, summary, SummaryOptions, MERGED_TABLES};
+use rusqlite::Connection;
+
+fn multiset(p: &Path, sql: &str) -> BTreeMap<String, i64> {
+    let c = Connection::open(p).unwrap();
+    let mut st = c.prepare(sql).unwrap();
+    let n = st.column_count();
+    let mut m = BTreeMap::new();
+    let rows = st
+        .query_map([], |r| Ok((0..n).map(|i| format!("{:?}", r.get::<_, rusqlite::types::Value>(i).unwrap())).collect::<Vec<_>>().join("|")))
+        .unwrap();
+    for r in rows {
+        *m.entry(r.unwrap()).or_insert(0) += 1;
+    }
+    m
+}
+
+fn add(a: &BTreeMap<String, i64>, b: &BTreeMap<String, i64>) -> BTreeMap<String, i64> {
+    let mut m = a.clone();
+    for (k, v) in b {
+        *m.entry(k.clone()).or_insert(0) += v;
+    }
+    m
+}
+
+fn one(p: &Path, sql: &str) -> rusqlite::types::Value {
+    Connection::open(p).unwrap().query_row(sql, [], |r| r.get(0)).unwrap()
+}
+
+/// Content views that must be identical (as multisets) before and after, independent of ids.
+const CONTENT: &[&str] = &[
+    "SELECT apiName, args, end - start FROM api",
+    "SELECT description, opType, end - start FROM op",
+    "SELECT kernelName, gridX, workgroupX, end - start FROM kernel",
+    "SELECT apiName, size, kind, end - start FROM copy",
+    "SELECT r.ret, r.status, a.end - a.start FROM rtl_api r JOIN rocpd_api a ON a.id = r.api_id",
+    "SELECT A.string, O.end - O.start, P.end - P.start FROM rocpd_api_ops L JOIN rocpd_api P ON P.id = L.api_id JOIN rocpd_string A ON A.id = P.apiName_id JOIN rocpd_op O ON O.id = L.op_id",
+    "SELECT exe, cmdline, last_ns - first_ns FROM rtl_process",
+    "SELECT path, probes FROM rtl_library",
+    "SELECT monitorType, value FROM rocpd_monitor",
+];
+
+#[test]
+fn merge_two_hosts_keeps_every_row() {
+    let d = tmpdir();
+    let a = sample_trace(&d.path().join("a.db"), "nodeA", 0);
+    let b = sample_trace(&d.path().join("b.db"), "nodeB", 7_000_000);
+    let out = d.path().join("merged.db");
+    let stats = merge(&[a.clone(), b.clone()], &out, true).unwrap();
+
+    let (ca, cb, co) = (counts(&a), counts(&b), counts(&out));
+    for t in MERGED_TABLES {
+        let (x, y, z) = (ca[*t], cb[*t], co[*t]);
+        match *t {
+            "rocpd_string" | "rocpd_ustring" => {
+                let q = format!("SELECT string FROM {t}");
+                let distinct = add(&multiset(&a, &q), &multiset(&b, &q)).len() as i64;
+                assert_eq!(z, distinct, "{t}: deduplicated strings {x} + {y} -> {z}")
+            }
+            "rocpd_metadata" => assert!(z > x + y, "{t}: inputs' rows kept, plus the merge's own"),
+            _ => assert_eq!(z, x + y, "{t}: every row kept"),
+        }
+        assert_eq!(stats.rows[*t], z);
+    }
+    assert_eq!(co["rocpd_string"], ca["rocpd_string"], "same strings in both inputs: fully deduplicated");
+    for sql in CONTENT {
+        assert_eq!(multiset(&out, sql), add(&multiset(&a, sql), &multiset(&b, sql)), "{sql}");
+    }
+    // Links still join API and op of the same launch (same correlation id), ids unique.
+    assert_eq!(one(&out, "SELECT count(*) FROM rocpd_api_ops l JOIN rocpd_api a ON a.id = l.api_id JOIN rocpd_op o ON o.id = l.op_id WHERE a.correlation_id = o.correlation_id"), 12.into());
+    assert_eq!(one(&out, "SELECT count(DISTINCT correlation_id) FROM rocpd_api"), 20.into());
+    assert_eq!(one(&out, "SELECT count(*) FROM rocpd_op o WHERE correlation_id != 0 AND NOT EXISTS (SELECT 1 FROM rocpd_api a WHERE a.correlation_id = o.correlation_id)"), 0.into());
+    // Node numbering and hosts.
+    assert_eq!(one(&out, "SELECT count(*) FROM rtl_process WHERE pid IN (100, 200, 10000100, 10000200)"), 4.into());
+    assert_eq!(one(&out, "SELECT count(DISTINCT gpuId) FROM rocpd_op WHERE gpuId >= 0"), 4.into());
+    assert_eq!(one(&out, "SELECT max(gpuId) FROM rocpd_op"), 1001.into());
+    assert_eq!(one(&out, "SELECT value FROM rocpd_metadata WHERE tag = 'input1.hostname'"), "nodeB".to_string().into());
+    assert_eq!(one(&out, "SELECT value FROM rocpd_metadata WHERE tag = 'input0.path'"), a.display().to_string().into());
+    assert_eq!(one(&out, "SELECT value FROM rocpd_metadata WHERE tag = 'input1.pid_offset'"), "10000000".to_string().into());
+    assert_eq!(one(&out, "SELECT value FROM rocpd_metadata WHERE tag = 'input1.dropped_events'"), "3".to_string().into());
+    assert_eq!(stats.inputs[1].hostname, "nodeB");
+    // b's clock was 7 ms later in realtime_minus_monotonic: its timestamps moved onto a's clock.
+    assert_eq!(stats.inputs[1].time_shift_ns, 7_000_000);
+    assert_eq!(
+        one(&out, "SELECT min(start) FROM rocpd_api WHERE pid >= 10000000"),
+        (7_000_000i64 + 1_000 + 7_000_000).into(),
+        "b's first API (its clock base 7 ms + 1 us), shifted by 7 ms"
+    );
+
+    // The readers work on the result.
+    let mut o = Vec::new();
+    summary(&out, &SummaryOptions { json: true, html: None, top: 10 }, &mut o).unwrap();
+    let s: serde_json::Value = serde_json::from_slice(&o).unwrap();
+    assert_eq!(s["totals"]["api_calls"], 20);
+    assert_eq!(s["totals"]["gpu_ops"], 14);
+    assert_eq!(s["totals"]["api_op_links"], 12);
+    assert_eq!(s["lost"]["unlinked_gpu_ops"], 4);
+    assert_eq!(s["lost"]["dropped"]["dropped_events"], "6", "drop counters summed");
+    assert_eq!(s["processes"].as_array().unwrap().len(), 4);
+    let j = d.path().join("merged.json");
+    convert_perfetto_json(&out, &j).unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&j).unwrap()).unwrap();
+    let ev = doc["traceEvents"].as_array().unwrap();
+    assert_eq!(ev.iter().filter(|e| e["cat"] == "gpu").count(), 14);
+    assert_eq!(ev.iter().filter(|e| e["ph"] == "s").count(), 12, "10 links + 2 by correlation id");
+}
+
+#[test]
+fn merge_per_process_files_of_one_run() {
+    let d = tmpdir();
+    let a = sample_trace(&d.path().join("a.db"), "nodeA", 0);
+    let b = sample_trace(&d.path().join("b.db"), "nodeA", 0);
+    let c = sample_trace(&d.path().join("c.db"), "nodeA", 0);
+    let out = d.path().join("m.db");
+    let stats = merge(&[a.clone(), b.clone(), c.clone()], &out, false).unwrap();
+    let (ca, co) = (counts(&a), counts(&out));
+    for t in MERGED_TABLES {
+        match *t {
+            "rocpd_string" | "rocpd_ustring" | "rocpd_metadata" => {}
+            "rtl_process" => assert_eq!(co[*t], 2, "same pids, same host: one row per process"),
+            _ => assert_eq!(co[*t], 3 * ca[*t], "{t}: every row kept"),
+        }
+    }
+    assert_eq!(stats.processes_combined, 4);
+    assert_eq!(one(&out, "SELECT count(DISTINCT pid) FROM rocpd_api"), 2.into(), "API rows of every input kept, pids as they were");
+    assert_eq!(one(&out, "SELECT count(*) FROM rocpd_api"), 30.into());
+    assert_eq!(one(&out, "SELECT max(gpuId) FROM rocpd_op"), 1.into());
+    assert_eq!(one(&out, "SELECT count(DISTINCT correlation_id) FROM rocpd_api"), 30.into());
+    assert_eq!(one(&out, "SELECT count(*) FROM rocpd_ustring"), one(&a, "SELECT count(DISTINCT string) FROM rocpd_ustring"), "args text deduplicated");
+    // merging merged output again works too
+    let out2 = d.path().join("m2.db");
+    merge(&[out.clone(), a.clone()], &out2, false).unwrap();
+    assert_eq!(one(&out2, "SELECT count(*) FROM rocpd_api"), 40.into());
+}
+
+#[test]
+fn merge_refuses_output_among_inputs() {
+    let d = tmpdir();
+    let a = sample_trace(&d.path().join("a.db"), "nodeA", 0);
+    let e = format!("{:#}", merge(&[a.clone()], &a, false).unwrap_err());
+    assert!(e.contains("also an input"), "{e}");
+    assert!(format!("{:#}", merge(&[], &d.path().join("x.db"), false).unwrap_err()).contains("no input"));
+}
