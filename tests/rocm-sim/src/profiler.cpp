@@ -30,12 +30,12 @@ Mode g_mode = MODE_V010;
 size_t g_chunk_size = 10000;
 std::atomic<int> g_refcount{0};
 std::mutex* g_mtx;
-std::mutex* g_deliver_mtx;
 std::vector<Chunk*>* g_chunks;
 const hipApiRecordExt** g_ptrs;  // stable array of chunk pointers (GetRecords hands it out)
 size_t g_ptrs_cap = 0;
 std::atomic<uint64_t> g_total{0};
 size_t g_next_deliver = 0;
+size_t g_done_count = 0;  // chunks whose callback has returned
 Chunk* g_cur = nullptr;
 hipProfilerChunkCallbackExt g_cb = nullptr;
 void* g_cb_user = nullptr;
@@ -61,10 +61,9 @@ void free_chunk(Chunk* c) {
   c->recs = nullptr;
 }
 
-// Deliver, in order, every chunk that is complete (callback mode only).
-void try_deliver() {
-  if (!g_cb) return;
-  std::lock_guard<std::mutex> dg(*g_deliver_mtx);
+// Deliver, in order, every chunk that is complete (callback mode only; delivery thread only).
+std::atomic<bool> g_deliver_req{false};
+void deliver_ready() {
   for (;;) {
     Chunk* c = nullptr;
     uint32_t count = 0;
@@ -83,6 +82,51 @@ void try_deliver() {
     c->delivered = true;
     g_ptrs[c->id] = nullptr;
     free_chunk(c);
+    g_done_count++;  // the callback has returned
+  }
+}
+// Chunks are handed to the callback on a dedicated delivery thread (never on an application or
+// device thread), in order.
+std::mutex* g_dmtx;
+std::condition_variable* g_dcv;
+std::atomic<bool> g_dthread_started{false};
+thread_local bool t_is_delivery_thread = false;
+void delivery_loop() {
+  t_is_delivery_thread = true;
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lk(*g_dmtx);
+      g_dcv->wait_for(lk, std::chrono::milliseconds(50), [] { return g_deliver_req.load(); });
+    }
+    g_deliver_req.store(false);
+    deliver_ready();
+  }
+}
+void start_delivery_thread() {
+  if (g_dthread_started.exchange(true)) return;
+  std::thread(delivery_loop).detach();
+}
+void try_deliver() {
+  if (!g_cb) return;
+  g_deliver_req.store(true);
+  std::lock_guard<std::mutex> g(*g_dmtx);
+  g_dcv->notify_one();
+}
+// Wait (bounded) until every sealed/full chunk has been delivered.
+void wait_delivered(uint64_t timeout_ns) {
+  if (!g_cb || t_is_delivery_thread) return;
+  uint64_t deadline = sim::mono_ns() + timeout_ns;
+  for (;;) {
+    size_t want;
+    {
+      std::lock_guard<std::mutex> g(*g_mtx);
+      want = g_chunks->size();
+      if (want && !(*g_chunks)[want - 1]->sealed && (*g_chunks)[want - 1]->reserved < g_chunk_size) want--;
+      if (g_done_count >= want) return;
+    }
+    if (sim::mono_ns() > deadline) return;
+    try_deliver();
+    sleep_ns(200000);
   }
 }
 
@@ -105,6 +149,7 @@ void flush_partial() {
     g_cur = nullptr;
   }
   try_deliver();
+  wait_delivered(10000000000ull);
 }
 
 // Hide a dynamic symbol of this library from dlsym by renaming it in memory.
@@ -181,10 +226,11 @@ uint64_t mono_to_rt(uint64_t m) { return uint64_t(int64_t(m) + g_rt_offset); }
 
 void init() {
   g_mtx = new std::mutex();
-  g_deliver_mtx = new std::mutex();
   g_chunks = new std::vector<Chunk*>();
   g_ops_mtx = new std::mutex();
   g_ops_cv = new std::condition_variable();
+  g_dmtx = new std::mutex();
+  g_dcv = new std::condition_variable();
   g_ptrs_cap = 1 << 20;
   g_ptrs = (const hipApiRecordExt**)mmap(nullptr, g_ptrs_cap * sizeof(void*), PROT_READ | PROT_WRITE,
                                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -363,6 +409,7 @@ extern "C" __attribute__((visibility("default"))) hipError_t hipProfilerResetExt
   g_chunks->clear();
   g_cur = nullptr;
   g_next_deliver = 0;
+  g_done_count = 0;
   g_total.store(0);
   return hipSuccess;
 }
@@ -370,8 +417,11 @@ extern "C" __attribute__((visibility("default"))) hipError_t hipProfilerRegister
     hipProfilerChunkCallbackExt cb, void* user) {
   using namespace prof;
   if (g_mode != MODE_V010) return hipErrorNotSupported;
-  std::lock_guard<std::mutex> g(*g_mtx);
-  g_cb = cb;
-  g_cb_user = user;
+  {
+    std::lock_guard<std::mutex> g(*g_mtx);
+    g_cb = cb;
+    g_cb_user = user;
+  }
+  if (cb) start_delivery_thread();
   return hipSuccess;
 }
