@@ -47,7 +47,13 @@ def main():
                     errors.append(f'line {i}: second summary for pid {pid}')
                 summaries[pid] = r
             elif 'note' in r:
-                pass
+                if r['note'] == 'exec':
+                    # the process image ends here (exec_mid_call); its pid lives on
+                    img = (pid, 'image', i)
+                    if pid in counted:
+                        counted[img] = counted.pop(pid)
+                    if pid in summaries:
+                        summaries[img] = summaries.pop(pid)
             elif r.get('aggregate'):
                 counted[pid][r['api']] += r['calls']
             elif 'seq' in r:
