@@ -177,13 +177,22 @@ fn check_json(doc: &Value, db: &Path) -> (usize, usize, usize) {
             _ => {}
         }
     }
+    let mut by_track: HashMap<(i64, i64), Vec<(i64, i64, &str)>> = HashMap::new();
+    for e in &x {
+        let s = ns(&e["ts"]);
+        by_track
+            .entry((e["pid"].as_i64().unwrap(), e["tid"].as_i64().unwrap()))
+            .or_default()
+            .push((s, s + ns(&e["dur"]), e["cat"].as_str().unwrap()));
+    }
     for (id, (s, f)) in &flows {
         let (s, f) = (s.unwrap_or_else(|| panic!("flow {id} has no start")), f.unwrap_or_else(|| panic!("flow {id} has no end")));
         // the start lies inside an API slice of that thread, the end inside an op slice
         let inside = |p: &Value, cat: &str| {
-            x.iter().any(|e| {
-                e["cat"] == cat && e["pid"] == p["pid"] && e["tid"] == p["tid"] && ns(&e["ts"]) <= ns(&p["ts"]) && ns(&p["ts"]) <= ns(&e["ts"]) + ns(&e["dur"])
-            })
+            let t = ns(&p["ts"]);
+            by_track[&(p["pid"].as_i64().unwrap(), p["tid"].as_i64().unwrap())]
+                .iter()
+                .any(|&(s, e, c)| c == cat && s <= t && t <= e)
         };
         assert!(inside(s, "api"), "flow {id} start not in an API slice");
         assert!(inside(f, "gpu"), "flow {id} end not in an op slice");
@@ -233,4 +242,29 @@ fn json_gz_and_big() {
     assert_eq!(&raw[..2], &[0x1f, 0x8b], "gzip magic");
     let doc = read_json(&out);
     assert_eq!(check_json(&doc, &db), (2_000, 4_000, 2_000));
+}
+
+#[test]
+fn roctx_ranges_from_api_rows_when_no_marker_ops() {
+    let d = tmpdir();
+    let db = sample_trace(&d.path().join("t.db"), "nodeA", 0);
+    {
+        let c = Connection::open(&db).unwrap();
+        c.execute_batch("DELETE FROM rocpd_api_ops WHERE op_id IN (SELECT id FROM rocpd_op WHERE gpuId < 0); DELETE FROM rocpd_op WHERE gpuId < 0;").unwrap();
+        let t = c.query_row("SELECT tid FROM rocpd_api WHERE id = 1", [], |r| r.get::<_, i64>(0)).unwrap();
+        read_common::api(&c, 100, t, 35_000, 35_100, "roctxMarkA", "checkpoint", 11, Some(0), 0);
+    }
+    let out = d.path().join("t.json");
+    convert_perfetto_json(&db, &out).unwrap();
+    let doc = read_json(&out);
+    let rx: Vec<Value> = doc["traceEvents"].as_array().unwrap().iter().filter(|e| e["cat"] == "roctx").cloned().collect();
+    assert_eq!(rx.len(), 2, "{rx:?}");
+    let range = rx.iter().find(|e| e["name"] == "message=\"phase1\"").expect("range named by the push's text");
+    assert_eq!((ns(&range["ts"]), ns(&range["dur"])), (1_000, 29_400), "push start .. pop end");
+    assert_eq!(range["pid"], 100);
+    assert!(rx.iter().any(|e| e["name"] == "checkpoint" && ns(&e["dur"]) == 0));
+    let p = d.path().join("t.pftrace");
+    convert_perfetto_proto(&db, &p).unwrap();
+    let r = check_pftrace(&p, &db);
+    assert_eq!(r["roctx"], 2);
 }

@@ -349,7 +349,7 @@ pub(crate) fn emit(conn: &Connection, sink: &mut dyn Sink) -> Result<()> {
         .collect::<Result<Vec<_>, _>>()?;
     // Place each marker: its API's thread, else the process named by queueId, else a global track.
     let known: std::collections::HashSet<i64> = pids.iter().copied().collect();
-    let mut placed: Vec<(i64, i64, i64, i64, i64, i64)> = markers
+    let mut placed: Vec<(i64, i64, i64, i64, i64, String, (&'static str, i64))> = markers
         .drain(..)
         .map(|(id, s, e, d, q, pid, tid)| {
             let (pid, tid) = match (pid, tid) {
@@ -357,15 +357,18 @@ pub(crate) fn emit(conn: &Connection, sink: &mut dyn Sink) -> Result<()> {
                 _ if known.contains(&q) => (q, ROCTX_TID_BASE + q),
                 _ => (MARKER_PID, 0),
             };
-            (pid, tid, s, e.max(s), d, id)
+            (pid, tid, s, e.max(s), d, name_of(d).to_string(), ("op_id", id))
         })
         .collect();
+    if placed.is_empty() {
+        placed = roctx_from_apis(conn)?;
+    }
     placed.sort_by_key(|m| (m.0, m.1, m.2, -m.3));
     if placed.iter().any(|m| m.0 == MARKER_PID) {
         sink.process(MARKER_PID, "roctx markers", None, MARKER_PID)?;
     }
     let mut lanes = Lanes::default();
-    for (pid, tid, s, e, d, id) in placed {
+    for (pid, tid, s, e, d, text, arg) in placed {
         let (lane, new_track) = lanes.place((pid, tid), s, e);
         if new_track {
             for (p, t) in open_tracks.drain(..) {
@@ -390,9 +393,9 @@ pub(crate) fn emit(conn: &Connection, sink: &mut dyn Sink) -> Result<()> {
             ts: s,
             dur: e - s,
             name_id: d,
-            name: name_of(d),
+            name: &text,
             cat: "roctx",
-            args: vec![("op_id", Arg::Int(id))],
+            args: vec![(arg.0, Arg::Int(arg.1))],
             flow_out: vec![],
             flow_in: vec![],
         })?;
@@ -401,4 +404,54 @@ pub(crate) fn emit(conn: &Connection, sink: &mut dyn Sink) -> Result<()> {
         sink.flush_track(p, t)?;
     }
     Ok(())
+}
+
+/// Name ids of roctx texts that are not in rocpd_string (API-derived ranges): above this.
+pub(crate) const ROCTX_NAME_BASE: i64 = 1 << 40;
+
+/// Traces without marker ops: pairs roctxRangePush*/roctxRangePop per thread from the API rows
+/// (text = the push's argument text); roctxMark* become zero-length slices. Only roctx rows are
+/// read (an index-less scan filtered in SQL).
+fn roctx_from_apis(conn: &Connection) -> Result<Vec<(i64, i64, i64, i64, i64, String, (&'static str, i64))>> {
+    let mut st = conn.prepare(
+        "SELECT a.id, a.pid, a.tid, a.start, a.end, s.string, coalesce(u.string, '')
+         FROM rocpd_api a JOIN rocpd_string s ON s.id = a.apiName_id LEFT JOIN rocpd_ustring u ON u.id = a.args_id
+         WHERE a.apiName_id IN (SELECT id FROM rocpd_string WHERE string GLOB 'roctx*')
+         ORDER BY a.pid, a.tid, a.start, a.id",
+    )?;
+    let mut rows = st.query([])?;
+    let mut out = vec![];
+    let mut stacks: HashMap<(i64, i64), Vec<(i64, i64, String)>> = HashMap::new();
+    let mut ids: HashMap<String, i64> = HashMap::new();
+    let mut name_id = |t: &str| -> i64 {
+        let n = ids.len() as i64;
+        *ids.entry(t.to_string()).or_insert(ROCTX_NAME_BASE + n)
+    };
+    let mut last_end: HashMap<(i64, i64), i64> = HashMap::new();
+    while let Some(r) = rows.next()? {
+        let (id, pid, tid, start, end): (i64, i64, i64, i64, i64) = (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?);
+        let name: String = r.get(5)?;
+        let text: String = r.get(6)?;
+        last_end.insert((pid, tid), end.max(start));
+        if name.starts_with("roctxRangePush") {
+            stacks.entry((pid, tid)).or_default().push((id, start, text));
+        } else if name.starts_with("roctxRangePop") {
+            if let Some((pid0, s0, t)) = stacks.get_mut(&(pid, tid)).and_then(|v| v.pop()) {
+                let t = if t.is_empty() { "roctx range".to_string() } else { t };
+                out.push((pid, ROCTX_TID_BASE + tid, s0, end.max(s0), name_id(&t), t, ("api_id", pid0)));
+            }
+        } else if name.starts_with("roctxMark") {
+            let t = if text.is_empty() { name.clone() } else { text };
+            out.push((pid, ROCTX_TID_BASE + tid, start, start, name_id(&t), t, ("api_id", id)));
+        }
+    }
+    // Ranges never popped end with their thread's last roctx call.
+    for ((pid, tid), v) in stacks {
+        for (id, s0, t) in v {
+            let e = last_end.get(&(pid, tid)).copied().unwrap_or(s0).max(s0);
+            let t = if t.is_empty() { "roctx range (not popped)".to_string() } else { t };
+            out.push((pid, ROCTX_TID_BASE + tid, s0, e, name_id(&t), t, ("api_id", id)));
+        }
+    }
+    Ok(out)
 }

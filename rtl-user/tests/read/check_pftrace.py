@@ -136,8 +136,15 @@ def main():
     # roctx ranges.
     rx = [s for s in slices if "roctx" in s[4]]
     markers = q("SELECT end - start FROM rocpd_op WHERE gpuId < 0")
-    if sorted(s[2] for s in rx) != sorted(max(m[0], 0) for m in markers):
-        errors.append(f"roctx slices {sorted(s[2] for s in rx)} != marker ops {sorted(m[0] for m in markers)}")
+    if markers:
+        if sorted(s[2] for s in rx) != sorted(max(m[0], 0) for m in markers):
+            errors.append(f"roctx slices {sorted(s[2] for s in rx)} != marker ops {sorted(m[0] for m in markers)}")
+    else:
+        # no marker ops: ranges paired from roctxRangePush / roctxMark API rows
+        (n,) = q("SELECT count(*) FROM rocpd_api a JOIN rocpd_string s ON s.id = a.apiName_id "
+                 "WHERE s.string GLOB 'roctxRangePush*' OR s.string GLOB 'roctxMark*'")[0]
+        if len(rx) != n:
+            errors.append(f"{len(rx)} roctx slices, {n} roctx push/mark calls")
 
     # Flows.
     out_f = collections.Counter(f for s in api for f in s[6])
