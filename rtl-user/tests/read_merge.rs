@@ -14,7 +14,12 @@ fn multiset(p: &Path, sql: &str) -> BTreeMap<String, i64> {
     let n = st.column_count();
     let mut m = BTreeMap::new();
     let rows = st
-        .query_map([], |r| Ok((0..n).map(|i| format!("{:?}", r.get::<_, rusqlite::types::Value>(i).unwrap())).collect::<Vec<_>>().join("|")))
+        .query_map([], |r| {
+            Ok((0..n)
+                .map(|i| format!("{:?}", r.get::<_, rusqlite::types::Value>(i).unwrap()))
+                .collect::<Vec<_>>()
+                .join("|"))
+        })
         .unwrap();
     for r in rows {
         *m.entry(r.unwrap()).or_insert(0) += 1;
@@ -31,7 +36,10 @@ fn add(a: &BTreeMap<String, i64>, b: &BTreeMap<String, i64>) -> BTreeMap<String,
 }
 
 fn one(p: &Path, sql: &str) -> rusqlite::types::Value {
-    Connection::open(p).unwrap().query_row(sql, [], |r| r.get(0)).unwrap()
+    Connection::open(p)
+        .unwrap()
+        .query_row(sql, [], |r| r.get(0))
+        .unwrap()
 }
 
 /// Content views that must be identical (as multisets) before and after, independent of ids.
@@ -69,47 +77,112 @@ fn merge_two_hosts_keeps_every_row() {
         }
         assert_eq!(stats.rows[*t], z);
     }
-    assert_eq!(co["rocpd_string"], ca["rocpd_string"], "same strings in both inputs: fully deduplicated");
+    assert_eq!(
+        co["rocpd_string"], ca["rocpd_string"],
+        "same strings in both inputs: fully deduplicated"
+    );
     for sql in CONTENT {
-        assert_eq!(multiset(&out, sql), add(&multiset(&a, sql), &multiset(&b, sql)), "{sql}");
+        assert_eq!(
+            multiset(&out, sql),
+            add(&multiset(&a, sql), &multiset(&b, sql)),
+            "{sql}"
+        );
     }
     // Links still join API and op of the same launch (same correlation id), ids unique.
     assert_eq!(one(&out, "SELECT count(*) FROM rocpd_api_ops l JOIN rocpd_api a ON a.id = l.api_id JOIN rocpd_op o ON o.id = l.op_id WHERE a.correlation_id = o.correlation_id"), 12.into());
-    assert_eq!(one(&out, "SELECT count(DISTINCT correlation_id) FROM rocpd_api"), 20.into());
+    assert_eq!(
+        one(&out, "SELECT count(DISTINCT correlation_id) FROM rocpd_api"),
+        20.into()
+    );
     assert_eq!(one(&out, "SELECT count(*) FROM rocpd_op o WHERE correlation_id != 0 AND NOT EXISTS (SELECT 1 FROM rocpd_api a WHERE a.correlation_id = o.correlation_id)"), 0.into());
     // Node numbering and hosts.
-    assert_eq!(one(&out, "SELECT count(*) FROM rtl_process WHERE pid IN (100, 200, 10000100, 10000200)"), 4.into());
-    assert_eq!(one(&out, "SELECT count(DISTINCT gpuId) FROM rocpd_op WHERE gpuId >= 0"), 4.into());
+    assert_eq!(
+        one(
+            &out,
+            "SELECT count(*) FROM rtl_process WHERE pid IN (100, 200, 10000100, 10000200)"
+        ),
+        4.into()
+    );
+    assert_eq!(
+        one(
+            &out,
+            "SELECT count(DISTINCT gpuId) FROM rocpd_op WHERE gpuId >= 0"
+        ),
+        4.into()
+    );
     assert_eq!(one(&out, "SELECT max(gpuId) FROM rocpd_op"), 1001.into());
-    assert_eq!(one(&out, "SELECT value FROM rocpd_metadata WHERE tag = 'input1.hostname'"), "nodeB".to_string().into());
-    assert_eq!(one(&out, "SELECT value FROM rocpd_metadata WHERE tag = 'input0.path'"), a.display().to_string().into());
-    assert_eq!(one(&out, "SELECT value FROM rocpd_metadata WHERE tag = 'input1.pid_offset'"), "10000000".to_string().into());
-    assert_eq!(one(&out, "SELECT value FROM rocpd_metadata WHERE tag = 'input1.dropped_events'"), "3".to_string().into());
+    assert_eq!(
+        one(
+            &out,
+            "SELECT value FROM rocpd_metadata WHERE tag = 'input1.hostname'"
+        ),
+        "nodeB".to_string().into()
+    );
+    assert_eq!(
+        one(
+            &out,
+            "SELECT value FROM rocpd_metadata WHERE tag = 'input0.path'"
+        ),
+        a.display().to_string().into()
+    );
+    assert_eq!(
+        one(
+            &out,
+            "SELECT value FROM rocpd_metadata WHERE tag = 'input1.pid_offset'"
+        ),
+        "10000000".to_string().into()
+    );
+    assert_eq!(
+        one(
+            &out,
+            "SELECT value FROM rocpd_metadata WHERE tag = 'input1.dropped_events'"
+        ),
+        "3".to_string().into()
+    );
     assert_eq!(stats.inputs[1].hostname, "nodeB");
     // b's clock was 7 ms later in realtime_minus_monotonic: its timestamps moved onto a's clock.
     assert_eq!(stats.inputs[1].time_shift_ns, 7_000_000);
     assert_eq!(
-        one(&out, "SELECT min(start) FROM rocpd_api WHERE pid >= 10000000"),
+        one(
+            &out,
+            "SELECT min(start) FROM rocpd_api WHERE pid >= 10000000"
+        ),
         (7_000_000i64 + 1_000 + 7_000_000).into(),
         "b's first API (its clock base 7 ms + 1 us), shifted by 7 ms"
     );
 
     // The readers work on the result.
     let mut o = Vec::new();
-    summary(&out, &SummaryOptions { json: true, html: None, top: 10 }, &mut o).unwrap();
+    summary(
+        &out,
+        &SummaryOptions {
+            json: true,
+            html: None,
+            top: 10,
+        },
+        &mut o,
+    )
+    .unwrap();
     let s: serde_json::Value = serde_json::from_slice(&o).unwrap();
     assert_eq!(s["totals"]["api_calls"], 20);
     assert_eq!(s["totals"]["gpu_ops"], 14);
     assert_eq!(s["totals"]["api_op_links"], 12);
     assert_eq!(s["lost"]["unlinked_gpu_ops"], 4);
-    assert_eq!(s["lost"]["dropped"]["dropped_events"], "6", "drop counters summed");
+    assert_eq!(
+        s["lost"]["dropped"]["dropped_events"], "6",
+        "drop counters summed"
+    );
     assert_eq!(s["processes"].as_array().unwrap().len(), 4);
     let j = d.path().join("merged.json");
     convert_perfetto_json(&out, &j).unwrap();
     let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&j).unwrap()).unwrap();
     let ev = doc["traceEvents"].as_array().unwrap();
     assert_eq!(ev.iter().filter(|e| e["cat"] == "gpu").count(), 14);
-    assert_eq!(ev.iter().filter(|e| e["ph"] == "s").count(), 12, "10 links + 2 by correlation id");
+    assert_eq!(
+        ev.iter().filter(|e| e["ph"] == "s").count(),
+        12,
+        "10 links + 2 by correlation id"
+    );
 }
 
 #[test]
@@ -129,11 +202,22 @@ fn merge_per_process_files_of_one_run() {
         }
     }
     assert_eq!(stats.processes_combined, 4);
-    assert_eq!(one(&out, "SELECT count(DISTINCT pid) FROM rocpd_api"), 2.into(), "API rows of every input kept, pids as they were");
+    assert_eq!(
+        one(&out, "SELECT count(DISTINCT pid) FROM rocpd_api"),
+        2.into(),
+        "API rows of every input kept, pids as they were"
+    );
     assert_eq!(one(&out, "SELECT count(*) FROM rocpd_api"), 30.into());
     assert_eq!(one(&out, "SELECT max(gpuId) FROM rocpd_op"), 1.into());
-    assert_eq!(one(&out, "SELECT count(DISTINCT correlation_id) FROM rocpd_api"), 30.into());
-    assert_eq!(one(&out, "SELECT count(*) FROM rocpd_ustring"), one(&a, "SELECT count(DISTINCT string) FROM rocpd_ustring"), "args text deduplicated");
+    assert_eq!(
+        one(&out, "SELECT count(DISTINCT correlation_id) FROM rocpd_api"),
+        30.into()
+    );
+    assert_eq!(
+        one(&out, "SELECT count(*) FROM rocpd_ustring"),
+        one(&a, "SELECT count(DISTINCT string) FROM rocpd_ustring"),
+        "args text deduplicated"
+    );
     // merging merged output again works too
     let out2 = d.path().join("m2.db");
     merge(&[out.clone(), a.clone()], &out2, false).unwrap();
@@ -146,5 +230,9 @@ fn merge_refuses_output_among_inputs() {
     let a = sample_trace(&d.path().join("a.db"), "nodeA", 0);
     let e = format!("{:#}", merge(&[a.clone()], &a, false).unwrap_err());
     assert!(e.contains("also an input"), "{e}");
-    assert!(format!("{:#}", merge(&[], &d.path().join("x.db"), false).unwrap_err()).contains("no input"));
+    assert!(format!(
+        "{:#}",
+        merge(&[], &d.path().join("x.db"), false).unwrap_err()
+    )
+    .contains("no input"));
 }

@@ -7,7 +7,16 @@ use serde_json::Value;
 
 fn json_summary(db: &std::path::Path) -> Value {
     let mut out = Vec::new();
-    summary(db, &SummaryOptions { json: true, html: None, top: 20 }, &mut out).unwrap();
+    summary(
+        db,
+        &SummaryOptions {
+            json: true,
+            html: None,
+            top: 20,
+        },
+        &mut out,
+    )
+    .unwrap();
     serde_json::from_slice(&out).unwrap()
 }
 
@@ -25,7 +34,10 @@ fn summary_numbers() {
 
     let k = s["kernels"].as_array().unwrap();
     assert_eq!(k.len(), 3);
-    assert_eq!(k[0]["name"], "vectorAdd(float*, float*, float*, int)", "demangled, sorted by total");
+    assert_eq!(
+        k[0]["name"], "vectorAdd(float*, float*, float*, int)",
+        "demangled, sorted by total"
+    );
     assert_eq!(k[0]["calls"], 2);
     assert_eq!(k[0]["total_ns"], 20_000);
     assert_eq!(k[0]["min_ns"], 10_000);
@@ -36,10 +48,17 @@ fn summary_numbers() {
     assert_eq!(k[1]["total_ns"], 17_000);
     assert_eq!(k[1]["min_ns"], 1_000);
     assert_eq!(k[1]["mean_ns"], 4_250);
-    assert_eq!(k[2]["name"], "CopyHostToDevice", "no description: the op type names it");
+    assert_eq!(
+        k[2]["name"], "CopyHostToDevice",
+        "no description: the op type names it"
+    );
 
     let apis = s["apis"].as_array().unwrap();
-    let get = |n: &str| apis.iter().find(|a| a["name"] == n).unwrap_or_else(|| panic!("{n} missing"));
+    let get = |n: &str| {
+        apis.iter()
+            .find(|a| a["name"] == n)
+            .unwrap_or_else(|| panic!("{n} missing"))
+    };
     assert_eq!(get("hipLaunchKernel")["calls"], 2);
     assert_eq!(get("hipLaunchKernel")["total_ns"], 9_000);
     assert_eq!(get("hipLaunchKernel")["mean_ns"], 4_500);
@@ -53,7 +72,10 @@ fn summary_numbers() {
     assert_eq!(s["gpu_busy"]["first_ns"], 9_000);
     assert_eq!(s["gpu_busy"]["last_ns"], 32_000);
     assert_eq!(dev[0]["gpu"], 0);
-    assert_eq!(dev[0]["busy_ns"], 17_000, "union: overlapping kernels counted once");
+    assert_eq!(
+        dev[0]["busy_ns"], 17_000,
+        "union: overlapping kernels counted once"
+    );
     assert_eq!(dev[0]["wall_ns"], 23_000);
     assert_eq!(dev[0]["queues"][0]["busy_ns"], 16_000);
     assert_eq!(dev[0]["queues"][1]["busy_ns"], 5_000);
@@ -94,7 +116,16 @@ fn summary_text_and_top() {
     let d = tmpdir();
     let db = sample_trace(&d.path().join("t.db"), "nodeA", 0);
     let mut out = Vec::new();
-    summary(&db, &SummaryOptions { json: false, html: None, top: 1 }, &mut out).unwrap();
+    summary(
+        &db,
+        &SummaryOptions {
+            json: false,
+            html: None,
+            top: 1,
+        },
+        &mut out,
+    )
+    .unwrap();
     let text = String::from_utf8(out).unwrap();
     for want in [
         "GPU kernels and ops by total time (top 1 of 3)",
@@ -109,7 +140,10 @@ fn summary_text_and_top() {
     ] {
         assert!(text.contains(want), "missing {want:?} in:\n{text}");
     }
-    assert!(!text.contains("reduce(float*, int)"), "top 1 shows one kernel");
+    assert!(
+        !text.contains("reduce(float*, int)"),
+        "top 1 shows one kernel"
+    );
 }
 
 #[test]
@@ -118,7 +152,16 @@ fn summary_html_is_self_contained() {
     let db = sample_trace(&d.path().join("t.db"), "nodeA", 0);
     let html = d.path().join("report.html");
     let mut out = Vec::new();
-    summary(&db, &SummaryOptions { json: false, html: Some(html.clone()), top: 10 }, &mut out).unwrap();
+    summary(
+        &db,
+        &SummaryOptions {
+            json: false,
+            html: Some(html.clone()),
+            top: 10,
+        },
+        &mut out,
+    )
+    .unwrap();
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(page.starts_with("<!DOCTYPE html>"));
     assert_eq!(page.matches("<svg").count(), 2, "timeline + kernel chart");
@@ -126,7 +169,10 @@ fn summary_html_is_self_contained() {
     assert!(page.contains("vectorAdd(float*, float*, float*, int)"));
     assert!(!page.contains("<script") && !page.contains("src=") && !page.contains("<link"));
     let without_ns = page.replace("http://www.w3.org/2000/svg", "");
-    assert!(!without_ns.contains("http://") && !without_ns.contains("https://"), "no network references");
+    assert!(
+        !without_ns.contains("http://") && !without_ns.contains("https://"),
+        "no network references"
+    );
 }
 
 #[test]
@@ -149,7 +195,14 @@ fn summary_of_empty_trace() {
 #[ignore]
 fn bench_summary_10m() {
     let status = std::process::Command::new(env!("CARGO"))
-        .args(["run", "--release", "-p", "rtl-user", "--example", "bench_summary"])
+        .args([
+            "run",
+            "--release",
+            "-p",
+            "rtl-user",
+            "--example",
+            "bench_summary",
+        ])
         .status()
         .unwrap();
     assert!(status.success());

@@ -31,20 +31,39 @@ fn clip(s: &str, n: usize) -> String {
     }
 }
 
-const PALETTE: &[&str] = &["#3b82f6", "#ef4444", "#10b981", "#f59e0b", "#8b5cf6", "#ec4899", "#14b8a6", "#f97316"];
+const PALETTE: &[&str] = &[
+    "#3b82f6", "#ef4444", "#10b981", "#f59e0b", "#8b5cf6", "#ec4899", "#14b8a6", "#f97316",
+];
 
 fn timeline_svg(s: &Summary) -> String {
     let (w, lane_h, gap, left) = (1000.0, 46.0, 14.0, 90.0);
     let n = s.busy.len().max(1) as f64;
     let h = n * (lane_h + gap) + 30.0;
     let mut o = String::new();
-    let _ = write!(o, r#"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {} {h}" width="100%" role="img" aria-label="GPU busy timeline">"#, w + left + 10.0);
+    let _ = write!(
+        o,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {} {h}" width="100%" role="img" aria-label="GPU busy timeline">"#,
+        w + left + 10.0
+    );
     for (i, d) in s.busy.iter().enumerate() {
         let y0 = i as f64 * (lane_h + gap) + 5.0;
         let color = PALETTE[i % PALETTE.len()];
-        let _ = write!(o, r#"<text x="0" y="{}" class="lbl">GPU {}</text>"#, y0 + lane_h / 2.0 - 2.0, d.gpu);
-        let _ = write!(o, r#"<text x="0" y="{}" class="sub">{:.1}% busy</text>"#, y0 + lane_h / 2.0 + 12.0, d.busy_pct);
-        let _ = write!(o, r##"<rect x="{left}" y="{y0}" width="{w}" height="{lane_h}" fill="#f3f4f6"/>"##);
+        let _ = write!(
+            o,
+            r#"<text x="0" y="{}" class="lbl">GPU {}</text>"#,
+            y0 + lane_h / 2.0 - 2.0,
+            d.gpu
+        );
+        let _ = write!(
+            o,
+            r#"<text x="0" y="{}" class="sub">{:.1}% busy</text>"#,
+            y0 + lane_h / 2.0 + 12.0,
+            d.busy_pct
+        );
+        let _ = write!(
+            o,
+            r##"<rect x="{left}" y="{y0}" width="{w}" height="{lane_h}" fill="#f3f4f6"/>"##
+        );
         let nb = d.timeline.len().max(1) as f64;
         let bw = w / nb;
         // One path: a column per bin, height = busy fraction.
@@ -55,9 +74,21 @@ fn timeline_svg(s: &Summary) -> String {
             }
             let x = left + b as f64 * bw;
             let bh = f * lane_h;
-            let _ = write!(p, "M{x:.2} {:.2}h{:.2}v{bh:.2}h-{:.2}z", y0 + lane_h - bh, bw, bw);
+            let _ = write!(
+                p,
+                "M{x:.2} {:.2}h{:.2}v{bh:.2}h-{:.2}z",
+                y0 + lane_h - bh,
+                bw,
+                bw
+            );
         }
-        let _ = write!(o, r#"<path d="{p}" fill="{color}"><title>GPU {}: {} busy of {}</title></path>"#, d.gpu, dur(d.busy_ns), dur(d.wall_ns));
+        let _ = write!(
+            o,
+            r#"<path d="{p}" fill="{color}"><title>GPU {}: {} busy of {}</title></path>"#,
+            d.gpu,
+            dur(d.busy_ns),
+            dur(d.wall_ns)
+        );
     }
     let y = n * (lane_h + gap) + 18.0;
     let span = s.gpu_last_ns - s.gpu_first_ns;
@@ -68,7 +99,11 @@ fn timeline_svg(s: &Summary) -> String {
             4 => "end",
             _ => "middle",
         };
-        let _ = write!(o, r#"<text x="{x}" y="{y}" class="sub" text-anchor="{anchor}">{}</text>"#, esc(&dur(span * k / 4)));
+        let _ = write!(
+            o,
+            r#"<text x="{x}" y="{y}" class="sub" text-anchor="{anchor}">{}</text>"#,
+            esc(&dur(span * k / 4))
+        );
     }
     o.push_str("</svg>");
     o
@@ -80,11 +115,21 @@ fn kernels_svg(s: &Summary) -> String {
     let h = rows.len().max(1) as f64 * (bar_h + gap) + 10.0;
     let max = rows.iter().map(|r| r.stat.sum).max().unwrap_or(1).max(1) as f64;
     let mut o = String::new();
-    let _ = write!(o, r#"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {} {h}" width="100%" role="img" aria-label="Top kernels by total GPU time">"#, label_w + w + 150.0);
+    let _ = write!(
+        o,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {} {h}" width="100%" role="img" aria-label="Top kernels by total GPU time">"#,
+        label_w + w + 150.0
+    );
     for (i, r) in rows.iter().enumerate() {
         let y = i as f64 * (bar_h + gap) + 5.0;
         let bw = (r.stat.sum as f64 / max * w).max(1.0);
-        let _ = write!(o, r#"<text x="{}" y="{}" class="lbl" text-anchor="end">{}</text>"#, label_w - 8.0, y + bar_h * 0.72, esc(&clip(&r.name, 60)));
+        let _ = write!(
+            o,
+            r#"<text x="{}" y="{}" class="lbl" text-anchor="end">{}</text>"#,
+            label_w - 8.0,
+            y + bar_h * 0.72,
+            esc(&clip(&r.name, 60))
+        );
         let _ = write!(
             o,
             r##"<rect x="{label_w}" y="{y}" width="{bw:.1}" height="{bar_h}" fill="#3b82f6"><title>{}: {} calls, {} total, {:.1}% of GPU time</title></rect>"##,
@@ -93,7 +138,14 @@ fn kernels_svg(s: &Summary) -> String {
             esc(&dur(r.stat.sum)),
             r.pct_gpu_time
         );
-        let _ = write!(o, r#"<text x="{}" y="{}" class="sub">{} ({:.1}%)</text>"#, label_w + bw + 6.0, y + bar_h * 0.72, esc(&dur(r.stat.sum)), r.pct_gpu_time);
+        let _ = write!(
+            o,
+            r#"<text x="{}" y="{}" class="sub">{} ({:.1}%)</text>"#,
+            label_w + bw + 6.0,
+            y + bar_h * 0.72,
+            esc(&dur(r.stat.sum)),
+            r.pct_gpu_time
+        );
     }
     o.push_str("</svg>");
     o
@@ -112,7 +164,7 @@ pub fn render(s: &Summary) -> String {
     o.push_str("</style></head><body>\n");
     let _ = write!(o, "<h1>rtl-ebpf trace summary</h1><p class=\"meta\">{}<br>span {} &middot; {} API calls &middot; {} GPU ops ({} GPU time) &middot; {} roctx markers</p>",
         esc(&s.source), esc(&dur(s.last_ns - s.first_ns)), s.api_calls, s.gpu_ops, esc(&dur(s.gpu_time_ns)), s.markers);
-    o.push_str("<h2>GPU busy over time</h2>");
+    o.push_str("<h2>GPU busy over time</h2><p class=\"meta\">Fraction of each interval in which the device ran at least one op (time from the first GPU op).</p>");
     if s.busy.is_empty() {
         o.push_str("<p>No GPU ops in this trace.</p>");
     } else {
@@ -127,22 +179,49 @@ pub fn render(s: &Summary) -> String {
     // Tables.
     o.push_str("<h2>GPU busy per device and queue</h2><table><tr><th>device / queue</th><th>ops</th><th>busy</th><th>busy %</th></tr>");
     for d in &s.busy {
-        let _ = write!(o, "<tr><td><b>GPU {}</b></td><td>{}</td><td>{}</td><td>{:.1}%</td></tr>", d.gpu, d.ops, esc(&dur(d.busy_ns)), d.busy_pct);
+        let _ = write!(
+            o,
+            "<tr><td><b>GPU {}</b></td><td>{}</td><td>{}</td><td>{:.1}%</td></tr>",
+            d.gpu,
+            d.ops,
+            esc(&dur(d.busy_ns)),
+            d.busy_pct
+        );
         for q in &d.queues {
-            let _ = write!(o, "<tr><td>&nbsp;&nbsp;queue {}</td><td>{}</td><td>{}</td><td>{:.1}%</td></tr>", q.queue, q.ops, esc(&dur(q.busy_ns)), q.busy_pct);
+            let _ = write!(
+                o,
+                "<tr><td>&nbsp;&nbsp;queue {}</td><td>{}</td><td>{}</td><td>{:.1}%</td></tr>",
+                q.queue,
+                q.ops,
+                esc(&dur(q.busy_ns)),
+                q.busy_pct
+            );
         }
     }
     o.push_str("</table>");
-    o.push_str("<h2>Top HIP APIs</h2><table><tr><th>api</th><th>calls</th><th>total</th><th>mean</th><th>max</th><th>errors</th><th>unclosed</th></tr>");
-    for a in &s.apis {
-        let mean = if a.stat.count > 0 { a.stat.sum / a.stat.count } else { 0 };
-        let _ = write!(o, "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+    if s.apis.is_empty() {
+        o.push_str("<h2>Top HIP APIs</h2><p>No API calls in this trace.</p>");
+    } else {
+        o.push_str("<h2>Top HIP APIs</h2><table><tr><th>api</th><th>calls</th><th>total</th><th>mean</th><th>max</th><th>errors</th><th>unclosed</th></tr>");
+        for a in &s.apis {
+            let mean = if a.stat.count > 0 {
+                a.stat.sum / a.stat.count
+            } else {
+                0
+            };
+            let _ = write!(o, "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             esc(&a.name), a.stat.count, esc(&dur(a.stat.sum)), esc(&dur(mean)), esc(&dur(a.stat.max)), a.errors, a.unclosed);
+        }
+        o.push_str("</table>");
     }
-    o.push_str("</table>");
     o.push_str("<h2>Processes</h2><table><tr><th>pid</th><th>API calls</th><th>API time</th><th>GPU ops</th><th>GPU time</th><th>command</th></tr>");
     for p in &s.processes {
-        let cmd = p.cmdline.clone().filter(|c| !c.is_empty()).or_else(|| p.exe.clone()).unwrap_or_default();
+        let cmd = p
+            .cmdline
+            .clone()
+            .filter(|c| !c.is_empty())
+            .or_else(|| p.exe.clone())
+            .unwrap_or_default();
         let _ = write!(o, "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td style=\"text-align:left\">{}</td></tr>",
             p.pid, p.api.count, esc(&dur(p.api.sum)), p.gpu_ops, esc(&dur(p.gpu_time_ns)), esc(&clip(&cmd, 100)));
     }
@@ -162,5 +241,6 @@ pub fn render(s: &Summary) -> String {
 
 /// Writes the report page to `path`.
 pub fn write_report(s: &Summary, path: &Path) -> Result<()> {
-    std::fs::write(path, render(s)).with_context(|| format!("{}: cannot write the HTML report", path.display()))
+    std::fs::write(path, render(s))
+        .with_context(|| format!("{}: cannot write the HTML report", path.display()))
 }

@@ -99,11 +99,17 @@ fn prepare(path: &Path) -> Result<(PathBuf, Option<PathBuf>, String, Option<i64>
                 let t = std::env::temp_dir().join(format!(
                     "rtl-merge-{}-{}.db",
                     std::process::id(),
-                    path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default()
+                    path.file_name()
+                        .map(|f| f.to_string_lossy().into_owned())
+                        .unwrap_or_default()
                 ));
                 std::fs::copy(path, &t)?;
-                migrate::migrate(&Connection::open(&t)?)
-                    .with_context(|| format!("{} (read-only; migrated in a temporary copy)", path.display()))?;
+                migrate::migrate(&Connection::open(&t)?).with_context(|| {
+                    format!(
+                        "{} (read-only; migrated in a temporary copy)",
+                        path.display()
+                    )
+                })?;
                 use_path = t.clone();
                 tmp = Some(t);
             }
@@ -148,11 +154,15 @@ pub fn merge(inputs: &[PathBuf], out: &Path, out_host_tag: bool) -> Result<Merge
     };
     let tmp = out_abs.with_file_name(format!(
         ".{}.merging",
-        out_abs.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_else(|| "out".into())
+        out_abs
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "out".into())
     ));
     let _ = std::fs::remove_file(&tmp);
     let res = (|| -> Result<MergeStats> {
-        let c = Connection::open(&tmp).with_context(|| format!("{}: cannot create", tmp.display()))?;
+        let c =
+            Connection::open(&tmp).with_context(|| format!("{}: cannot create", tmp.display()))?;
         c.execute_batch(
             "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA temp_store = MEMORY; PRAGMA cache_size = -262144;",
         )?;
@@ -175,7 +185,11 @@ pub fn merge(inputs: &[PathBuf], out: &Path, out_host_tag: bool) -> Result<Merge
                     hosts.len() - 1
                 }
             } as i64;
-            let (poff, goff) = if out_host_tag { (node * PID_STRIDE, node * GPU_STRIDE) } else { (0, 0) };
+            let (poff, goff) = if out_host_tag {
+                (node * PID_STRIDE, node * GPU_STRIDE)
+            } else {
+                (0, 0)
+            };
             let shift = match (out_host_tag, *host != ref_host, rmm, ref_rmm) {
                 (true, true, Some(r), Some(r0)) => r - r0,
                 _ => 0,
@@ -191,11 +205,15 @@ pub fn merge(inputs: &[PathBuf], out: &Path, out_host_tag: bool) -> Result<Merge
                 ..Default::default()
             };
             for t in MERGED_TABLES {
-                inp.rows.insert(t.to_string(), count(&c, &format!("src.{t}"))?);
+                inp.rows
+                    .insert(t.to_string(), count(&c, &format!("src.{t}"))?);
             }
             let mut step = || -> Result<(i64, i64)> {
                 c.execute_batch("BEGIN")?;
-                let max = |sql: &str| -> Result<i64> { Ok(c.query_row(sql, [], |r| r.get::<_, Option<i64>>(0))?.unwrap_or(0)) };
+                let max = |sql: &str| -> Result<i64> {
+                    Ok(c.query_row(sql, [], |r| r.get::<_, Option<i64>>(0))?
+                        .unwrap_or(0))
+                };
                 inp.api_id_offset = max("SELECT max(id) FROM main.rocpd_api")?;
                 inp.op_id_offset = max("SELECT max(id) FROM main.rocpd_op")?;
                 inp.correlation_offset =
@@ -206,7 +224,10 @@ pub fn merge(inputs: &[PathBuf], out: &Path, out_host_tag: bool) -> Result<Merge
                      CREATE TEMP TABLE smap (old INTEGER PRIMARY KEY, new INTEGER NOT NULL);
                      CREATE TEMP TABLE umap (old INTEGER PRIMARY KEY, new INTEGER NOT NULL);",
                 )?;
-                for (tab, dict, map) in [("rocpd_string", "sdict", "smap"), ("rocpd_ustring", "udict", "umap")] {
+                for (tab, dict, map) in [
+                    ("rocpd_string", "sdict", "smap"),
+                    ("rocpd_ustring", "udict", "umap"),
+                ] {
                     let before = max(&format!("SELECT max(id) FROM main.{tab}"))?;
                     c.execute_batch(&format!(
                         "INSERT INTO main.{tab} (string)
@@ -224,16 +245,28 @@ pub fn merge(inputs: &[PathBuf], out: &Path, out_host_tag: bool) -> Result<Merge
                     [],
                     |r| r.get(0),
                 )?;
-                let s = |col: &str| format!("coalesce((SELECT new FROM temp.smap WHERE old = {col}), 1)");
-                let u = |col: &str| format!("coalesce((SELECT new FROM temp.umap WHERE old = {col}), 1)");
-                let corr = |col: &str| format!("CASE WHEN {col} != 0 THEN {col} + :coff ELSE 0 END");
+                let s = |col: &str| {
+                    format!("coalesce((SELECT new FROM temp.smap WHERE old = {col}), 1)")
+                };
+                let u = |col: &str| {
+                    format!("coalesce((SELECT new FROM temp.umap WHERE old = {col}), 1)")
+                };
+                let corr =
+                    |col: &str| format!("CASE WHEN {col} != 0 THEN {col} + :coff ELSE 0 END");
                 let aoff = inp.api_id_offset;
                 let ooff = inp.op_id_offset;
                 let coff = inp.correlation_offset;
                 let named = |sql: String| -> Result<()> {
                     let mut st = c.prepare(&sql)?;
                     let mut p: Vec<(&str, &dyn rusqlite::ToSql)> = vec![];
-                    for (k, v) in [(":aoff", &aoff), (":ooff", &ooff), (":coff", &coff), (":poff", &poff), (":goff", &goff), (":shift", &shift)] {
+                    for (k, v) in [
+                        (":aoff", &aoff),
+                        (":ooff", &ooff),
+                        (":coff", &coff),
+                        (":poff", &poff),
+                        (":goff", &goff),
+                        (":shift", &shift),
+                    ] {
                         if sql.contains(k) {
                             p.push((k, v as &dyn rusqlite::ToSql));
                         }
@@ -296,18 +329,29 @@ pub fn merge(inputs: &[PathBuf], out: &Path, out_host_tag: bool) -> Result<Merge
                          exe = coalesce(exe, excluded.exe), cmdline = coalesce(cmdline, excluded.cmdline)"
                         .into(),
                 )?;
-                let combined = count(&c, "src.rtl_process")? - (count(&c, "main.rtl_process")? - procs_before);
+                let combined =
+                    count(&c, "src.rtl_process")? - (count(&c, "main.rtl_process")? - procs_before);
                 c.execute_batch("INSERT INTO main.rtl_library (path, dev, inode, probes, missing) SELECT path, dev, inode, probes, missing FROM src.rtl_library ORDER BY id")?;
                 c.execute(
                     "INSERT INTO main.rocpd_metadata (tag, value) SELECT ?1 || tag, value FROM src.rocpd_metadata ORDER BY id",
                     [format!("input{i}.")],
                 )?;
                 let add = |tag: &str, v: String| -> Result<()> {
-                    c.execute("INSERT INTO main.rocpd_metadata (tag, value) VALUES (?1, ?2)", params![format!("input{i}.{tag}"), v])?;
+                    c.execute(
+                        "INSERT INTO main.rocpd_metadata (tag, value) VALUES (?1, ?2)",
+                        params![format!("input{i}.{tag}"), v],
+                    )?;
                     Ok(())
                 };
                 add("path", inputs[i].display().to_string())?;
-                add("hostname", if host.is_empty() { "unknown".into() } else { host.clone() })?;
+                add(
+                    "hostname",
+                    if host.is_empty() {
+                        "unknown".into()
+                    } else {
+                        host.clone()
+                    },
+                )?;
                 add("node", node.to_string())?;
                 add("pid_offset", poff.to_string())?;
                 add("gpu_offset", goff.to_string())?;
@@ -322,7 +366,8 @@ pub fn merge(inputs: &[PathBuf], out: &Path, out_host_tag: bool) -> Result<Merge
             if r.is_err() {
                 let _ = c.execute_batch("ROLLBACK");
             }
-            let (combined, dangling) = r.with_context(|| format!("merging {}", inputs[i].display()))?;
+            let (combined, dangling) =
+                r.with_context(|| format!("merging {}", inputs[i].display()))?;
             c.execute_batch("DETACH DATABASE src")?;
             stats.processes_combined += combined;
             stats.dangling_strings += dangling;
@@ -340,7 +385,10 @@ pub fn merge(inputs: &[PathBuf], out: &Path, out_host_tag: bool) -> Result<Merge
         };
         let mut own: Vec<(String, String)> = vec![
             ("schema_version".into(), schema::RPD_SCHEMA_VERSION.into()),
-            ("rtl_schema_version".into(), schema::RTL_SCHEMA_VERSION.to_string()),
+            (
+                "rtl_schema_version".into(),
+                schema::RTL_SCHEMA_VERSION.to_string(),
+            ),
             ("merged_inputs".into(), inputs.len().to_string()),
             ("gpu_stride".into(), GPU_STRIDE.to_string()),
             ("pid_stride".into(), PID_STRIDE.to_string()),
@@ -359,12 +407,17 @@ pub fn merge(inputs: &[PathBuf], out: &Path, out_host_tag: bool) -> Result<Merge
                  GROUP BY t",
             )?;
             let rows = st
-                .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?.to_string())))?
+                .query_map([], |r| {
+                    Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?.to_string()))
+                })?
                 .collect::<Result<Vec<_>, _>>()?;
             own.extend(rows);
         }
         for (k, v) in own {
-            c.execute("INSERT INTO rocpd_metadata (tag, value) VALUES (?1, ?2)", params![k, v])?;
+            c.execute(
+                "INSERT INTO rocpd_metadata (tag, value) VALUES (?1, ?2)",
+                params![k, v],
+            )?;
         }
         c.execute_batch(schema::INDEXES)?;
         c.execute_batch(schema::VIEWS)?;
@@ -372,7 +425,8 @@ pub fn merge(inputs: &[PathBuf], out: &Path, out_host_tag: bool) -> Result<Merge
             stats.rows.insert(t.to_string(), count(&c, t)?);
         }
         drop(c);
-        std::fs::rename(&tmp, &out_abs).with_context(|| format!("{}: cannot write", out.display()))?;
+        std::fs::rename(&tmp, &out_abs)
+            .with_context(|| format!("{}: cannot write", out.display()))?;
         Ok(stats)
     })();
     cleanup(&prepared);

@@ -32,7 +32,9 @@ pub fn open_trace(path: &Path) -> Result<Connection> {
     let name = path.display();
     let rw = Connection::open_with_flags(
         path,
-        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI,
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_URI,
     );
     let conn = match rw {
         Ok(c) if !c.is_readonly(rusqlite::DatabaseName::Main).unwrap_or(true) => c,
@@ -52,13 +54,17 @@ pub fn open_trace(path: &Path) -> Result<Connection> {
             let tmp = std::env::temp_dir().join(format!(
                 "rtl-read-{}-{}.db",
                 std::process::id(),
-                path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default()
+                path.file_name()
+                    .map(|f| f.to_string_lossy().into_owned())
+                    .unwrap_or_default()
             ));
-            std::fs::copy(path, &tmp).with_context(|| format!("{name}: copying read-only trace to {}", tmp.display()))?;
+            std::fs::copy(path, &tmp)
+                .with_context(|| format!("{name}: copying read-only trace to {}", tmp.display()))?;
             let c = Connection::open(&tmp)?;
             let _ = std::fs::remove_file(&tmp); // stays readable while open
             tune(&c)?;
-            migrate::migrate(&c).with_context(|| format!("{name} (read-only; migrated in a temporary copy)"))?;
+            migrate::migrate(&c)
+                .with_context(|| format!("{name} (read-only; migrated in a temporary copy)"))?;
             return Ok(c);
         }
     };
@@ -75,8 +81,10 @@ fn tune(conn: &Connection) -> Result<()> {
         "PRAGMA temp_store = MEMORY; PRAGMA cache_size = -262144; PRAGMA threads = 2;",
     )
     .with_context(|| format!("{name}: cannot read"))?;
-    conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get::<_, i64>(0))
-        .map_err(|e| anyhow::anyhow!("{name}: not a readable SQLite database: {e}"))?;
+    conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| {
+        r.get::<_, i64>(0)
+    })
+    .map_err(|e| anyhow::anyhow!("{name}: not a readable SQLite database: {e}"))?;
     Ok(())
 }
 

@@ -35,7 +35,13 @@ impl<W: Write> JsonSink<W> {
         }
         Ok(())
     }
-    fn meta(&mut self, pid: i64, tid: Option<i64>, name: &str, args: serde_json::Value) -> Result<()> {
+    fn meta(
+        &mut self,
+        pid: i64,
+        tid: Option<i64>,
+        name: &str,
+        args: serde_json::Value,
+    ) -> Result<()> {
         self.sep()?;
         let mut v = json!({"ph": "M", "name": name, "pid": pid, "args": args});
         if let Some(t) = tid {
@@ -47,9 +53,20 @@ impl<W: Write> JsonSink<W> {
 }
 
 impl<W: Write> Sink for JsonSink<W> {
-    fn process(&mut self, pid: i64, name: &str, cmdline: Option<&str>, sort_index: i64) -> Result<()> {
+    fn process(
+        &mut self,
+        pid: i64,
+        name: &str,
+        cmdline: Option<&str>,
+        sort_index: i64,
+    ) -> Result<()> {
         self.meta(pid, None, "process_name", json!({"name": name}))?;
-        self.meta(pid, None, "process_sort_index", json!({"sort_index": sort_index}))?;
+        self.meta(
+            pid,
+            None,
+            "process_sort_index",
+            json!({"sort_index": sort_index}),
+        )?;
         if let Some(c) = cmdline {
             self.meta(pid, None, "process_labels", json!({"labels": c}))?;
         }
@@ -57,7 +74,12 @@ impl<W: Write> Sink for JsonSink<W> {
     }
     fn thread(&mut self, pid: i64, tid: i64, name: &str, sort_index: i64) -> Result<()> {
         self.meta(pid, Some(tid), "thread_name", json!({"name": name}))?;
-        self.meta(pid, Some(tid), "thread_sort_index", json!({"sort_index": sort_index}))
+        self.meta(
+            pid,
+            Some(tid),
+            "thread_sort_index",
+            json!({"sort_index": sort_index}),
+        )
     }
     fn slice(&mut self, s: &Slice) -> Result<()> {
         self.sep()?;
@@ -130,7 +152,10 @@ fn write_all(conn: &rusqlite::Connection, db: &Path, w: &mut dyn Write) -> Resul
     }
     serde_json::to_writer(&mut *w, &serde_json::Value::Object(meta))?;
     w.write_all(b",\"traceEvents\":[")?;
-    let mut sink = JsonSink { w: &mut *w, first: true };
+    let mut sink = JsonSink {
+        w: &mut *w,
+        first: true,
+    };
     model::emit(conn, &mut sink)?;
     w.write_all(b"\n]}\n")?;
     Ok(())
@@ -142,7 +167,10 @@ pub fn convert_perfetto_json(db: &Path, out: &Path) -> Result<()> {
     let f = File::create(out).with_context(|| format!("{}: cannot create", out.display()))?;
     let gz = out.extension().is_some_and(|e| e == "gz");
     let res = if gz {
-        let mut enc = flate2::write::GzEncoder::new(BufWriter::with_capacity(1 << 20, f), flate2::Compression::fast());
+        let mut enc = flate2::write::GzEncoder::new(
+            BufWriter::with_capacity(1 << 20, f),
+            flate2::Compression::fast(),
+        );
         write_all(&conn, db, &mut enc).and_then(|_| Ok(enc.finish()?.flush()?))
     } else {
         let mut w = BufWriter::with_capacity(1 << 20, f);

@@ -121,8 +121,24 @@ const SEQ_NEEDS_INCREMENTAL_STATE: u32 = 2;
 
 /// Debug annotation names, interned once (iid = index + 1).
 const ANNOTATIONS: &[&str] = &[
-    "api_id", "args", "correlation_id", "ret", "status", "a0", "a1", "a2", "a3", "kernel", "grid", "workgroup",
-    "stream", "bytes", "copy_kind", "op_id", "opType", "sequenceId",
+    "api_id",
+    "args",
+    "correlation_id",
+    "ret",
+    "status",
+    "a0",
+    "a1",
+    "a2",
+    "a3",
+    "kernel",
+    "grid",
+    "workgroup",
+    "stream",
+    "bytes",
+    "copy_kind",
+    "op_id",
+    "opType",
+    "sequenceId",
 ];
 
 fn track_uuid(pid: i64, tid: Option<i64>) -> u64 {
@@ -188,7 +204,13 @@ impl<W: Write> ProtoSink<W> {
 }
 
 impl<W: Write> Sink for ProtoSink<W> {
-    fn process(&mut self, pid: i64, name: &str, cmdline: Option<&str>, sort_index: i64) -> Result<()> {
+    fn process(
+        &mut self,
+        pid: i64,
+        name: &str,
+        cmdline: Option<&str>,
+        sort_index: i64,
+    ) -> Result<()> {
         let real = pid < super::GPU_PID_BASE - 1;
         self.packet(&TracePacket {
             trusted_packet_sequence_id: Some(SEQ_ID),
@@ -236,7 +258,10 @@ impl<W: Write> Sink for ProtoSink<W> {
         self.close_until(uuid, Some(s.ts))?;
         let interned = if self.names_sent.insert(s.name_id) {
             Some(InternedData {
-                event_names: vec![InternedString { iid: Some(s.name_id as u64 + 1), name: Some(s.name.to_string()) }],
+                event_names: vec![InternedString {
+                    iid: Some(s.name_id as u64 + 1),
+                    name: Some(s.name.to_string()),
+                }],
                 ..Default::default()
             })
         } else {
@@ -246,8 +271,14 @@ impl<W: Write> Sink for ProtoSink<W> {
             .args
             .iter()
             .map(|(k, v)| {
-                let iid = ANNOTATIONS.iter().position(|a| a == k).map(|i| i as u64 + 1);
-                let mut d = DebugAnnotation { name_iid: iid, ..Default::default() };
+                let iid = ANNOTATIONS
+                    .iter()
+                    .position(|a| a == k)
+                    .map(|i| i as u64 + 1);
+                let mut d = DebugAnnotation {
+                    name_iid: iid,
+                    ..Default::default()
+                };
                 match v {
                     Arg::Int(i) => d.int_value = Some(*i),
                     Arg::Str(t) => d.string_value = Some(t.clone()),
@@ -299,7 +330,10 @@ pub fn convert_perfetto_proto(db: &Path, out: &Path) -> Result<()> {
                 debug_annotation_names: ANNOTATIONS
                     .iter()
                     .enumerate()
-                    .map(|(i, n)| InternedString { iid: Some(i as u64 + 1), name: Some(n.to_string()) })
+                    .map(|(i, n)| InternedString {
+                        iid: Some(i as u64 + 1),
+                        name: Some(n.to_string()),
+                    })
                     .collect(),
                 ..Default::default()
             }),

@@ -31,7 +31,11 @@ pub struct SummaryOptions {
 
 impl Default for SummaryOptions {
     fn default() -> Self {
-        SummaryOptions { json: false, html: None, top: 20 }
+        SummaryOptions {
+            json: false,
+            html: None,
+            top: 20,
+        }
     }
 }
 
@@ -51,7 +55,14 @@ pub struct Stat {
 impl Stat {
     fn add(&mut self, v: i64, lo: i64, hi: i64) {
         if self.count == 0 {
-            *self = Stat { count: 1, sum: v, min: v, max: v, lo, hi };
+            *self = Stat {
+                count: 1,
+                sum: v,
+                min: v,
+                max: v,
+                lo,
+                hi,
+            };
         } else {
             self.count += 1;
             self.sum += v;
@@ -215,15 +226,27 @@ impl Aggregate<FxMap<(i64, i64), Stat>, String> for Group {
     fn init(&self, _: &mut Context<'_>) -> rusqlite::Result<FxMap<(i64, i64), Stat>> {
         Ok(FxMap::default())
     }
-    fn step(&self, ctx: &mut Context<'_>, acc: &mut FxMap<(i64, i64), Stat>) -> rusqlite::Result<()> {
+    fn step(
+        &self,
+        ctx: &mut Context<'_>,
+        acc: &mut FxMap<(i64, i64), Stat>,
+    ) -> rusqlite::Result<()> {
         let k1 = int(ctx, 0).unwrap_or(i64::MIN);
         let k2 = int(ctx, 1).unwrap_or(i64::MIN);
         let v = int(ctx, 2).unwrap_or(0);
-        let (lo, hi) = if ctx.len() >= 5 { (int(ctx, 3).unwrap_or(0), int(ctx, 4).unwrap_or(0)) } else { (0, 0) };
+        let (lo, hi) = if ctx.len() >= 5 {
+            (int(ctx, 3).unwrap_or(0), int(ctx, 4).unwrap_or(0))
+        } else {
+            (0, 0)
+        };
         acc.entry((k1, k2)).or_default().add(v, lo, hi);
         Ok(())
     }
-    fn finalize(&self, _: &mut Context<'_>, acc: Option<FxMap<(i64, i64), Stat>>) -> rusqlite::Result<String> {
+    fn finalize(
+        &self,
+        _: &mut Context<'_>,
+        acc: Option<FxMap<(i64, i64), Stat>>,
+    ) -> rusqlite::Result<String> {
         let rows: Vec<Value> = acc
             .unwrap_or_default()
             .into_iter()
@@ -281,7 +304,11 @@ impl Aggregate<Vec<u64>, i64> for Distinct {
         Ok(())
     }
     fn finalize(&self, _: &mut Context<'_>, acc: Option<Vec<u64>>) -> rusqlite::Result<i64> {
-        Ok(acc.unwrap_or_default().iter().map(|w| w.count_ones() as i64).sum())
+        Ok(acc
+            .unwrap_or_default()
+            .iter()
+            .map(|w| w.count_ones() as i64)
+            .sum())
     }
 }
 
@@ -298,7 +325,11 @@ impl Aggregate<BusyAcc, String> for Busy {
         if gpu < 0 {
             return Ok(());
         }
-        let (q, s, e) = (int(ctx, 1).unwrap_or(0), int(ctx, 2).unwrap_or(0), int(ctx, 3).unwrap_or(0));
+        let (q, s, e) = (
+            int(ctx, 1).unwrap_or(0),
+            int(ctx, 2).unwrap_or(0),
+            int(ctx, 3).unwrap_or(0),
+        );
         acc.entry(gpu).or_default().push((s, e.max(s), q));
         Ok(())
     }
@@ -322,7 +353,11 @@ impl Aggregate<BusyAcc, String> for Busy {
                 let mut t = s;
                 while t < e {
                     let b = (((t - first) / bin) as usize).min(TIMELINE_BINS - 1);
-                    let bin_end = if b == TIMELINE_BINS - 1 { e } else { (first + (b as i64 + 1) * bin).min(e) };
+                    let bin_end = if b == TIMELINE_BINS - 1 {
+                        e
+                    } else {
+                        (first + (b as i64 + 1) * bin).min(e)
+                    };
                     bins[b] += (bin_end - t) as f64;
                     t = bin_end;
                 }
@@ -343,7 +378,10 @@ impl Aggregate<BusyAcc, String> for Busy {
                 }
                 qe.2 = qe.2.max(e);
             }
-            let timeline: Vec<f64> = bins.iter().map(|b| (b / bin as f64).clamp(0.0, 1.0)).collect();
+            let timeline: Vec<f64> = bins
+                .iter()
+                .map(|b| (b / bin as f64).clamp(0.0, 1.0))
+                .collect();
             devices.push(json!({
                 "gpu": gpu, "ops": n, "busy_ns": union, "wall_ns": last - first,
                 "queues": queues.iter().map(|(q, v)| json!([q, v.0, v.1])).collect::<Vec<_>>(),
@@ -370,7 +408,18 @@ fn groups(conn: &Connection, sql: &str) -> Result<Vec<(i64, i64, Stat)>> {
     let mut out = vec![];
     for row in v.as_array().cloned().unwrap_or_default() {
         let g = |i: usize| row[i].as_i64().unwrap_or(0);
-        out.push((g(0), g(1), Stat { count: g(2), sum: g(3), min: g(4), max: g(5), lo: g(6), hi: g(7) }));
+        out.push((
+            g(0),
+            g(1),
+            Stat {
+                count: g(2),
+                sum: g(3),
+                min: g(4),
+                max: g(5),
+                lo: g(6),
+                hi: g(7),
+            },
+        ));
     }
     Ok(out)
 }
@@ -393,7 +442,10 @@ struct Scans {
 type Job = fn(&Connection, &Mutex<Scans>) -> Result<()>;
 
 fn job_api(c: &Connection, out: &Mutex<Scans>) -> Result<()> {
-    let g = groups(c, "SELECT rtl_group(pid, apiName_id, end - start, start, end) FROM rocpd_api")?;
+    let g = groups(
+        c,
+        "SELECT rtl_group(pid, apiName_id, end - start, start, end) FROM rocpd_api",
+    )?;
     out.lock().unwrap().api = g;
     Ok(())
 }
@@ -424,7 +476,18 @@ fn job_ops(c: &Connection, out: &Mutex<Scans>) -> Result<()> {
         .into_iter()
         .map(|row| {
             let g = |i: usize| row[i].as_i64().unwrap_or(0);
-            (g(0), g(1), Stat { count: g(2), sum: g(3), min: g(4), max: g(5), lo: g(6), hi: g(7) })
+            (
+                g(0),
+                g(1),
+                Stat {
+                    count: g(2),
+                    sum: g(3),
+                    min: g(4),
+                    max: g(5),
+                    lo: g(6),
+                    hi: g(7),
+                },
+            )
         })
         .collect();
     let busy: Value = serde_json::from_str(busy.as_deref().unwrap_or("null"))?;
@@ -451,7 +514,18 @@ fn job_links(c: &Connection, out: &Mutex<Scans>) -> Result<()> {
         .into_iter()
         .map(|row| {
             let g = |i: usize| row[i].as_i64().unwrap_or(0);
-            (g(0), g(1), Stat { count: g(2), sum: g(3), min: g(4), max: g(5), lo: g(6), hi: g(7) })
+            (
+                g(0),
+                g(1),
+                Stat {
+                    count: g(2),
+                    sum: g(3),
+                    min: g(4),
+                    max: g(5),
+                    lo: g(6),
+                    hi: g(7),
+                },
+            )
         })
         .collect();
     let mut o = out.lock().unwrap();
@@ -464,14 +538,25 @@ fn job_links(c: &Connection, out: &Mutex<Scans>) -> Result<()> {
 
 fn run_scans(conn: &Connection) -> Result<Scans> {
     let out = Mutex::new(Scans::default());
-    let jobs: [(&str, Job); 4] = [("api", job_api), ("links", job_links), ("ops", job_ops), ("status", job_status)];
+    let jobs: [(&str, Job); 4] = [
+        ("api", job_api),
+        ("links", job_links),
+        ("ops", job_ops),
+        ("status", job_status),
+    ];
     let timed = |name: &str, job: Job, c: &Connection, out: &Mutex<Scans>| -> Result<()> {
         let t = std::time::Instant::now();
         job(c, out)?;
-        out.lock().unwrap().timings.push((name.to_string(), t.elapsed().as_secs_f64()));
+        out.lock()
+            .unwrap()
+            .timings
+            .push((name.to_string(), t.elapsed().as_secs_f64()));
         Ok(())
     };
-    let path = conn.path().filter(|p| !p.is_empty() && Path::new(p).exists()).map(PathBuf::from);
+    let path = conn
+        .path()
+        .filter(|p| !p.is_empty() && Path::new(p).exists())
+        .map(PathBuf::from);
     match path {
         Some(p) => {
             // Parallel: one read-only connection per scan (the file was validated and migrated).
@@ -483,16 +568,20 @@ fn run_scans(conn: &Connection) -> Result<Scans> {
                         s.spawn(move || -> Result<()> {
                             let c = Connection::open_with_flags(
                                 p,
-                                rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+                                rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY
+                                    | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
                             )?;
-                            c.execute_batch("PRAGMA temp_store = MEMORY; PRAGMA cache_size = -65536;")?;
+                            c.execute_batch(
+                                "PRAGMA temp_store = MEMORY; PRAGMA cache_size = -65536;",
+                            )?;
                             register(&c)?;
                             timed(name, *job, &c, out)
                         })
                     })
                     .collect();
                 for h in handles {
-                    h.join().map_err(|_| anyhow::anyhow!("summary worker panicked"))??;
+                    h.join()
+                        .map_err(|_| anyhow::anyhow!("summary worker panicked"))??;
                 }
                 Ok(())
             })?;
@@ -509,7 +598,9 @@ fn run_scans(conn: &Connection) -> Result<Scans> {
 
 fn is_drop_tag(tag: &str) -> bool {
     let t = tag.to_ascii_lowercase();
-    ["drop", "lost", "overflow", "missed", "truncat", "unlinked"].iter().any(|k| t.contains(k))
+    ["drop", "lost", "overflow", "missed", "truncat", "unlinked"]
+        .iter()
+        .any(|k| t.contains(k))
 }
 
 /// Demangles C++ kernel names (`_Z...`); others unchanged.
@@ -529,14 +620,33 @@ pub fn summary_data(db: &Path, top: usize) -> Result<Summary> {
     let conn = super::open_trace(db)?;
     let scans = run_scans(&conn).with_context(|| format!("{}: summarising", db.display()))?;
     let names = super::model::strings(&conn)?;
-    let name = |id: i64| names.get(&id).cloned().unwrap_or_else(|| format!("<string {id}>"));
-    let mut s = Summary { source: db.display().to_string(), timings: scans.timings.clone(), ..Default::default() };
+    let name = |id: i64| {
+        names
+            .get(&id)
+            .cloned()
+            .unwrap_or_else(|| format!("<string {id}>"))
+    };
+    let mut s = Summary {
+        source: db.display().to_string(),
+        timings: scans.timings.clone(),
+        ..Default::default()
+    };
 
     let mut st = conn.prepare("SELECT tag, CAST(value AS TEXT) FROM rocpd_metadata ORDER BY id")?;
     s.metadata = st
-        .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, Option<String>>(1)?.unwrap_or_default())))?
+        .query_map([], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, Option<String>>(1)?.unwrap_or_default(),
+            ))
+        })?
         .collect::<Result<Vec<_>, _>>()?;
-    s.dropped = s.metadata.iter().filter(|(t, _)| is_drop_tag(t)).cloned().collect();
+    s.dropped = s
+        .metadata
+        .iter()
+        .filter(|(t, _)| is_drop_tag(t))
+        .cloned()
+        .collect();
 
     // APIs: per name and per pid from the (pid, name) groups.
     let mut by_name: HashMap<i64, Stat> = HashMap::new();
@@ -583,7 +693,11 @@ pub fn summary_data(db: &Path, top: usize) -> Result<Summary> {
         }
         let d = name(*desc);
         let t = name(*ty);
-        let n = if d.is_empty() { t.clone() } else { pretty_name(&d) };
+        let n = if d.is_empty() {
+            t.clone()
+        } else {
+            pretty_name(&d)
+        };
         by_op.entry((n, t)).or_default().merge(st);
     }
     s.gpu_ops = by_op.values().map(|x| x.count).sum();
@@ -593,7 +707,11 @@ pub fn summary_data(db: &Path, top: usize) -> Result<Summary> {
         .map(|((n, t), st)| OpRow {
             name: n,
             op_type: t,
-            pct_gpu_time: if s.gpu_time_ns > 0 { st.sum as f64 * 100.0 / s.gpu_time_ns as f64 } else { 0.0 },
+            pct_gpu_time: if s.gpu_time_ns > 0 {
+                st.sum as f64 * 100.0 / s.gpu_time_ns as f64
+            } else {
+                0.0
+            },
             stat: st,
         })
         .collect();
@@ -607,9 +725,19 @@ pub fn summary_data(db: &Path, top: usize) -> Result<Summary> {
     // Busy.
     s.gpu_first_ns = scans.busy["first"].as_i64().unwrap_or(0);
     s.gpu_last_ns = scans.busy["last"].as_i64().unwrap_or(0);
-    for d in scans.busy["devices"].as_array().cloned().unwrap_or_default() {
+    for d in scans.busy["devices"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+    {
         let wall = d["wall_ns"].as_i64().unwrap_or(0);
-        let pct = |x: i64| if wall > 0 { x as f64 * 100.0 / wall as f64 } else { 0.0 };
+        let pct = |x: i64| {
+            if wall > 0 {
+                x as f64 * 100.0 / wall as f64
+            } else {
+                0.0
+            }
+        };
         let busy_ns = d["busy_ns"].as_i64().unwrap_or(0);
         s.busy.push(DeviceBusy {
             gpu: d["gpu"].as_i64().unwrap_or(0),
@@ -624,10 +752,21 @@ pub fn summary_data(db: &Path, top: usize) -> Result<Summary> {
                 .iter()
                 .map(|q| {
                     let b = q[2].as_i64().unwrap_or(0);
-                    QueueBusy { queue: q[0].as_i64().unwrap_or(0), ops: q[1].as_i64().unwrap_or(0), busy_ns: b, busy_pct: pct(b) }
+                    QueueBusy {
+                        queue: q[0].as_i64().unwrap_or(0),
+                        ops: q[1].as_i64().unwrap_or(0),
+                        busy_ns: b,
+                        busy_pct: pct(b),
+                    }
                 })
                 .collect(),
-            timeline: d["timeline"].as_array().cloned().unwrap_or_default().iter().filter_map(|x| x.as_f64()).collect(),
+            timeline: d["timeline"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|x| x.as_f64())
+                .collect(),
         });
     }
 
@@ -642,7 +781,17 @@ pub fn summary_data(db: &Path, top: usize) -> Result<Summary> {
     // Processes.
     let mut procs: BTreeMap<i64, ProcessRow> = BTreeMap::new();
     for (pid, st) in by_pid {
-        procs.insert(pid, ProcessRow { pid, exe: None, cmdline: None, api: st, gpu_ops: 0, gpu_time_ns: 0 });
+        procs.insert(
+            pid,
+            ProcessRow {
+                pid,
+                exe: None,
+                cmdline: None,
+                api: st,
+                gpu_ops: 0,
+                gpu_time_ns: 0,
+            },
+        );
     }
     for (pid, _, st) in &scans.link_pid {
         let p = procs.entry(*pid).or_insert_with(|| ProcessRow {
@@ -669,7 +818,9 @@ pub fn summary_data(db: &Path, top: usize) -> Result<Summary> {
             gpu_time_ns: 0,
         });
         p.exe = r.get(1)?;
-        p.cmdline = r.get::<_, Option<String>>(2)?.map(|c| c.replace('\0', " ").trim().to_string());
+        p.cmdline = r
+            .get::<_, Option<String>>(2)?
+            .map(|c| c.replace('\0', " ").trim().to_string());
     }
     drop(rows);
     s.processes = procs.into_values().collect();
@@ -820,8 +971,18 @@ fn write_text(s: &Summary, out: &mut dyn Write) -> Result<()> {
         s.links
     )?;
     writeln!(out)?;
-    let shown = |n: usize, total: usize| if n < total { format!(" (top {n} of {total})") } else { String::new() };
-    writeln!(out, "GPU kernels and ops by total time{}", shown(s.ops.len(), s.ops_total_names))?;
+    let shown = |n: usize, total: usize| {
+        if n < total {
+            format!(" (top {n} of {total})")
+        } else {
+            String::new()
+        }
+    };
+    writeln!(
+        out,
+        "GPU kernels and ops by total time{}",
+        shown(s.ops.len(), s.ops_total_names)
+    )?;
     if s.ops.is_empty() {
         writeln!(out, "  (no GPU ops)")?;
     } else {
@@ -840,10 +1001,18 @@ fn write_text(s: &Summary, out: &mut dyn Write) -> Result<()> {
                 ]
             })
             .collect();
-        table(out, &["name", "calls", "total", "mean", "min", "max", "% GPU"], &rows)?;
+        table(
+            out,
+            &["name", "calls", "total", "mean", "min", "max", "% GPU"],
+            &rows,
+        )?;
     }
     writeln!(out)?;
-    writeln!(out, "HIP APIs by total time{}", shown(s.apis.len(), s.apis_total_names))?;
+    writeln!(
+        out,
+        "HIP APIs by total time{}",
+        shown(s.apis.len(), s.apis_total_names)
+    )?;
     if s.apis.is_empty() {
         writeln!(out, "  (no API calls)")?;
     } else {
@@ -862,18 +1031,36 @@ fn write_text(s: &Summary, out: &mut dyn Write) -> Result<()> {
                 ]
             })
             .collect();
-        table(out, &["api", "calls", "total", "mean", "max", "errors", "unclosed"], &rows)?;
+        table(
+            out,
+            &["api", "calls", "total", "mean", "max", "errors", "unclosed"],
+            &rows,
+        )?;
     }
     writeln!(out)?;
-    writeln!(out, "GPU busy (over the GPU span {})", dur(s.gpu_last_ns - s.gpu_first_ns))?;
+    writeln!(
+        out,
+        "GPU busy (over the GPU span {})",
+        dur(s.gpu_last_ns - s.gpu_first_ns)
+    )?;
     if s.busy.is_empty() {
         writeln!(out, "  (no GPU ops)")?;
     } else {
         let mut rows = vec![];
         for d in &s.busy {
-            rows.push(vec![format!("GPU {}", d.gpu), d.ops.to_string(), dur(d.busy_ns), format!("{:.1}%", d.busy_pct)]);
+            rows.push(vec![
+                format!("GPU {}", d.gpu),
+                d.ops.to_string(),
+                dur(d.busy_ns),
+                format!("{:.1}%", d.busy_pct),
+            ]);
             for q in &d.queues {
-                rows.push(vec![format!("  queue {}", q.queue), q.ops.to_string(), dur(q.busy_ns), format!("{:.1}%", q.busy_pct)]);
+                rows.push(vec![
+                    format!("  queue {}", q.queue),
+                    q.ops.to_string(),
+                    dur(q.busy_ns),
+                    format!("{:.1}%", q.busy_pct),
+                ]);
             }
         }
         table(out, &["device / queue", "ops", "busy", "busy %"], &rows)?;
@@ -903,7 +1090,18 @@ fn write_text(s: &Summary, out: &mut dyn Write) -> Result<()> {
                 ]
             })
             .collect();
-        table(out, &["pid", "API calls", "API time", "GPU ops", "GPU time", "command"], &rows)?;
+        table(
+            out,
+            &[
+                "pid",
+                "API calls",
+                "API time",
+                "GPU ops",
+                "GPU time",
+                "command",
+            ],
+            &rows,
+        )?;
     }
     writeln!(out)?;
     match &s.launch_latency {
@@ -923,7 +1121,11 @@ fn write_text(s: &Summary, out: &mut dyn Write) -> Result<()> {
     writeln!(out)?;
     writeln!(out, "Lost or incomplete data")?;
     writeln!(out, "  GPU ops without an API link: {}", s.unlinked_gpu_ops)?;
-    writeln!(out, "  API calls never returned (unclosed): {}", s.unclosed_apis)?;
+    writeln!(
+        out,
+        "  API calls never returned (unclosed): {}",
+        s.unclosed_apis
+    )?;
     writeln!(out, "  API calls that returned an error: {}", s.api_errors)?;
     if s.dropped.is_empty() {
         writeln!(out, "  drop counters: none recorded")?;
