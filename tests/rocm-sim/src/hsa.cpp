@@ -1147,7 +1147,25 @@ void make_agents() {
   strcpy(cpu->product, "Simulated x86-64 CPU");
   agents().push_back(cpu);
   regions().push_back(new Region{cpu, true});
-  for (int i = 0; i < cfg().devices; i++) {
+  // ROCR_VISIBLE_DEVICES: comma separated GPU indices exposed as agents (in that order)
+  std::vector<int> visible;
+  if (const char* v = sim::env_str("ROCR_VISIBLE_DEVICES")) {
+    std::string all(v);
+    size_t pos = 0;
+    while (pos <= all.size()) {
+      size_t c = all.find(',', pos);
+      std::string item = all.substr(pos, c == std::string::npos ? std::string::npos : c - pos);
+      char* end = nullptr;
+      long idx = strtol(item.c_str(), &end, 10);
+      if (end == item.c_str() || idx < 0 || idx >= cfg().devices) break;
+      visible.push_back(int(idx));
+      if (c == std::string::npos) break;
+      pos = c + 1;
+    }
+  } else {
+    for (int i = 0; i < cfg().devices; i++) visible.push_back(i);
+  }
+  for (int i : visible) {
     Agent* g = new Agent();
     g->gpu = true;
     g->gpu_index = i;
