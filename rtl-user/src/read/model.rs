@@ -477,7 +477,8 @@ pub(crate) fn emit(conn: &Connection, sink: &mut dyn Sink) -> Result<()> {
 pub(crate) const ROCTX_NAME_BASE: i64 = 1 << 40;
 
 /// Traces without marker ops: pairs roctxRangePush*/roctxRangePop per thread from the API rows
-/// (text = the push's argument text); roctxMark* become zero-length slices. Only roctx rows are
+/// (text = the push's argument text); roctxMark* become zero-length slices; RPD-style
+/// `UserMarker` API rows are ranges as they are. Only roctx rows are
 /// read (an index-less scan filtered in SQL).
 fn roctx_from_apis(
     conn: &Connection,
@@ -485,7 +486,7 @@ fn roctx_from_apis(
     let mut st = conn.prepare(
         "SELECT a.id, a.pid, a.tid, a.start, a.end, s.string, coalesce(u.string, '')
          FROM rocpd_api a JOIN rocpd_string s ON s.id = a.apiName_id LEFT JOIN rocpd_ustring u ON u.id = a.args_id
-         WHERE a.apiName_id IN (SELECT id FROM rocpd_string WHERE string GLOB 'roctx*')
+         WHERE a.apiName_id IN (SELECT id FROM rocpd_string WHERE string GLOB 'roctx*' OR string = 'UserMarker')
          ORDER BY a.pid, a.tid, a.start, a.id",
     )?;
     let mut rows = st.query([])?;
@@ -525,6 +526,10 @@ fn roctx_from_apis(
                     ("api_id", pid0),
                 ));
             }
+        } else if name == "UserMarker" {
+            // RPD's own tracer records roctx ranges as API rows named UserMarker (args = text)
+            let t = if text.is_empty() { name.clone() } else { text };
+            out.push((pid, ROCTX_TID_BASE + tid, start, end.max(start), name_id(&t), t, ("api_id", id)));
         } else if name.starts_with("roctxMark") {
             let t = if text.is_empty() { name.clone() } else { text };
             out.push((

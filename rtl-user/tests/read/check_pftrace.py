@@ -142,7 +142,7 @@ def main():
     else:
         # no marker ops: ranges paired from roctxRangePush / roctxMark API rows
         (n,) = q("SELECT count(*) FROM rocpd_api a JOIN rocpd_string s ON s.id = a.apiName_id "
-                 "WHERE s.string GLOB 'roctxRangePush*' OR s.string GLOB 'roctxMark*'")[0]
+                 "WHERE s.string GLOB 'roctxRangePush*' OR s.string GLOB 'roctxMark*' OR s.string = 'UserMarker'")[0]
         if len(rx) != n:
             errors.append(f"{len(rx)} roctx slices, {n} roctx push/mark calls")
 
