@@ -134,10 +134,22 @@ void dec_pending(Chunk* c) {
   if (c->pending.fetch_sub(1) == 1 && g_cb) try_deliver();
 }
 
-void drain_ops(uint64_t timeout_ns) {
+// Wait until every GPU op attached to a record has completed: at most timeout_ns; with stall_exit
+// (process exit) also give up when nothing completes for 200 ms (exit() from a device thread).
+void drain_ops(uint64_t timeout_ns, bool stall_exit = false) {
   sleep_ns(g_drain_delay_ns);
+  uint64_t deadline = sim::mono_ns() + timeout_ns;
+  int64_t last = g_ops_pending.load();
+  uint64_t last_change = sim::mono_ns();
   std::unique_lock<std::mutex> lk(*g_ops_mtx);
-  g_ops_cv->wait_for(lk, std::chrono::nanoseconds(timeout_ns), [] { return g_ops_pending.load() <= 0; });
+  for (;;) {
+    int64_t cur = g_ops_pending.load();
+    if (cur <= 0) return;
+    uint64_t now = sim::mono_ns();
+    if (cur != last) { last = cur; last_change = now; }
+    if (now >= deadline || (stall_exit && now - last_change > 200000000ull)) return;
+    g_ops_cv->wait_for(lk, std::chrono::milliseconds(10));
+  }
 }
 
 // Seal the current partial chunk and hand it to the callback (callback mode only).
@@ -272,7 +284,7 @@ void init() {
 void shutdown() {
   if (g_mode == MODE_NONE || !g_mtx) return;
   if (g_refcount.load() > 0) {
-    drain_ops(2000000000ull);
+    drain_ops(2000000000ull, true);
     flush_partial();
   }
   write_output_file();
