@@ -148,6 +148,22 @@ check "profiler: GPU_CLR_PROFILE_OUTPUT activates at start and writes a pid-suff
 ls "$TMP"/out/trace.*.json > /dev/null 2>&1 && grep -q '"api":"hipMalloc"' "$TMP"/out/trace.*.json \
   && ok "profiler: output file has the records" || ko "profiler: output file missing"
 grep -q '"profiled":true' "$TMP/go.jsonl" && ok "profiler: records taken from the first call" || ko "profiler: not active at start"
+if python3 -c "import perfetto.protos.perfetto.trace.perfetto_trace_pb2" 2> /dev/null; then
+  sim GPU_CLR_PROFILE_OUTPUT="$TMP/out/clr.pftrace" "$BT/api_c" > "$TMP/pf.log" 2>&1
+  python3 - "$TMP"/out/clr.*.pftrace > "$TMP/pfc.log" 2>&1 <<'EOF2' && ok "profiler: .pftrace output parses with Perfetto's protos (API + GPU slices)" || ko "profiler: pftrace" "$TMP/pfc.log"
+import sys
+from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+t = pb.Trace()
+t.ParseFromString(open(sys.argv[1], "rb").read())
+names = [p.track_event.name for p in t.packet if p.HasField("track_event") and p.track_event.type == 1]
+tracks = [p.track_descriptor.name for p in t.packet if p.HasField("track_descriptor")]
+ok = "hipMalloc" in names and "_Z4axpyPfS_f" not in names and "axpy(float*, float*, float)" in names and any(n.startswith("GPU 0 queue") for n in tracks)
+print(len(names), "slices", tracks[:4])
+sys.exit(0 if ok else 1)
+EOF2
+else
+  echo "NOTE  python perfetto protos not installed: .pftrace check skipped"
+fi
 
 # ---------------------------------------------------------------- HSA tools interface
 if [ $HAVE_HIPCC = 1 ]; then

@@ -4,6 +4,7 @@
 // are link-time facts, so the library carries all of them and, at load, hides the ones the selected
 // version lacks by renaming them in its own in-memory dynamic string table: dlsym() then returns
 // NULL for them exactly as it would on a build without them.
+#include <algorithm>
 #include <condition_variable>
 #include <dlfcn.h>
 #include <elf.h>
@@ -203,30 +204,116 @@ void hide_symbol(const char* name) {
       &ctx);
 }
 
+// ---- minimal protobuf writer for a Perfetto trace (.pftrace)
+struct Pb {
+  std::string b;
+  void varint(uint64_t v) { while (v >= 0x80) { b.push_back(char((v & 0x7f) | 0x80)); v >>= 7; } b.push_back(char(v)); }
+  void key(uint32_t field, uint32_t wt) { varint((uint64_t(field) << 3) | wt); }
+  void u(uint32_t field, uint64_t v) { key(field, 0); varint(v); }
+  void bytes(uint32_t field, const std::string& v) { key(field, 2); varint(v.size()); b += v; }
+};
+void pf_packet(std::string& out, const Pb& pkt) {
+  Pb t;
+  t.bytes(1, pkt.b);  // Trace.packet
+  out += t.b;
+}
+void pf_track(std::string& out, uint64_t uuid, uint64_t parent, const std::string& name, int pid, bool first) {
+  Pb td;
+  td.u(1, uuid);
+  if (!name.empty()) td.bytes(2, name);
+  if (parent) td.u(5, parent);
+  if (pid) {
+    Pb pd;
+    pd.u(1, uint64_t(pid));
+    pd.bytes(6, "rocm-sim pid " + std::to_string(pid));
+    td.bytes(3, pd.b);
+  }
+  Pb pkt;
+  pkt.bytes(60, td.b);  // track_descriptor
+  pkt.u(10, 1);         // trusted_packet_sequence_id
+  if (first) pkt.u(13, 1);  // SEQ_INCREMENTAL_STATE_CLEARED
+  pf_packet(out, pkt);
+}
+void pf_slice(std::string& out, uint64_t track, uint64_t begin, uint64_t end, const char* name) {
+  for (int phase = 0; phase < 2; phase++) {
+    Pb ev;
+    ev.u(9, phase == 0 ? 1 : 2);  // TYPE_SLICE_BEGIN / TYPE_SLICE_END
+    ev.u(11, track);
+    if (phase == 0) ev.bytes(23, name ? name : "");
+    Pb pkt;
+    pkt.u(8, phase == 0 ? begin : end);  // timestamp
+    pkt.bytes(11, ev.b);                 // track_event
+    pkt.u(10, 1);
+    pf_packet(out, pkt);
+  }
+}
+
+template <typename F>
+void for_each_record(F f) {
+  uint64_t total = g_total.load();
+  for (size_t c = 0; c < g_chunks->size(); c++) {
+    const hipApiRecordExt* recs = g_ptrs[c];
+    if (!recs) continue;
+    for (size_t i = 0; i < g_chunk_size && c * g_chunk_size + i < total; i++) f(recs[i]);
+  }
+}
+
 void write_output_file() {
   if (g_output.empty() || g_output == "/dev/null") return;
   std::string path = g_output;
   std::string stem = path, ext = ".json";
   size_t dot = path.rfind('.');
   size_t slash = path.rfind('/');
-  if (dot != std::string::npos && (slash == std::string::npos || dot > slash)) stem = path.substr(0, dot);
+  if (dot != std::string::npos && (slash == std::string::npos || dot > slash)) {
+    stem = path.substr(0, dot);
+    if (path.substr(dot) == ".pftrace") ext = ".pftrace";
+  }
   std::string out = stem + "." + std::to_string(getpid()) + ext;
   FILE* f = fopen(out.c_str(), "w");
   if (!f) return;
-  fprintf(f, "{\"records\":[\n");
-  uint64_t total = g_total.load();
-  bool first = true;
-  for (size_t c = 0; c < g_chunks->size(); c++) {
-    const hipApiRecordExt* recs = g_ptrs[c];
-    if (!recs) continue;
-    for (size_t i = 0; i < g_chunk_size && c * g_chunk_size + i < total; i++) {
-      const hipApiRecordExt& r = recs[i];
-      fprintf(f, "%s{\"api\":\"%s\",\"tid\":%llu,\"start\":%llu,\"end\":%llu,\"gpu_ops\":%u}", first ? "" : ",\n",
-              r.api_name ? r.api_name : "", (unsigned long long)r.thread_id, (unsigned long long)r.start_ns,
-              (unsigned long long)r.end_ns, r.gpu.gpu_op_count);
-      first = false;
-    }
+  if (ext == ".pftrace") {
+    // Perfetto: one process track, a track per calling thread (named by its thread_id hash) with
+    // the API slices, a track per (device, queue) with the GPU ops. Timestamps: the records'.
+    std::string buf;
+    int pid = int(getpid());
+    uint64_t proc_uuid = 0x5000000000000000ull | uint64_t(pid);
+    pf_track(buf, proc_uuid, 0, "", pid, true);
+    std::vector<uint64_t> threads, queues;
+    auto thread_uuid = [&](uint64_t h) { return (h & 0x0fffffffffffffffull) | 0x1000000000000000ull; };
+    for_each_record([&](const hipApiRecordExt& r) {
+      if (std::find(threads.begin(), threads.end(), r.thread_id) == threads.end()) {
+        threads.push_back(r.thread_id);
+        pf_track(buf, thread_uuid(r.thread_id), proc_uuid, "thread " + std::to_string(r.thread_id), 0, false);
+      }
+      pf_slice(buf, thread_uuid(r.thread_id), r.start_ns, r.end_ns, r.api_name);
+      if (!(r.flags & HIP_API_RECORD_EXT_HAS_GPU_ACTIVITY)) return;
+      for (const hipGpuActivityExt* a = &r.gpu; a; a = a->next) {
+        uint64_t dq = (uint64_t(HIP_GPU_ACTIVITY_DEVICE(a->flags)) << 16) | HIP_GPU_ACTIVITY_QUEUE(a->flags);
+        uint64_t qu = 0x2000000000000000ull | dq;
+        if (std::find(queues.begin(), queues.end(), dq) == queues.end()) {
+          queues.push_back(dq);
+          pf_track(buf, qu, proc_uuid,
+                   "GPU " + std::to_string(HIP_GPU_ACTIVITY_DEVICE(a->flags)) + " queue " +
+                       std::to_string(HIP_GPU_ACTIVITY_QUEUE(a->flags)), 0, false);
+        }
+        uint32_t op = HIP_GPU_ACTIVITY_OP(a->flags);
+        const char* name = op == HIP_GPU_ACTIVITY_OP_DISPATCH ? (a->kernel_name ? a->kernel_name : "kernel")
+                           : op == HIP_GPU_ACTIVITY_OP_COPY ? "copy" : "barrier";
+        pf_slice(buf, qu, a->begin_ns, a->end_ns, name);
+      }
+    });
+    fwrite(buf.data(), 1, buf.size(), f);
+    fclose(f);
+    return;
   }
+  fprintf(f, "{\"records\":[\n");
+  bool first = true;
+  for_each_record([&](const hipApiRecordExt& r) {
+    fprintf(f, "%s{\"api\":\"%s\",\"tid\":%llu,\"start\":%llu,\"end\":%llu,\"gpu_ops\":%u}", first ? "" : ",\n",
+            r.api_name ? r.api_name : "", (unsigned long long)r.thread_id, (unsigned long long)r.start_ns,
+            (unsigned long long)r.end_ns, r.gpu.gpu_op_count);
+    first = false;
+  });
   fprintf(f, "\n]}\n");
   fclose(f);
 }
