@@ -13,7 +13,7 @@
 //!   until a later drain (bounded by `MAX_STALLS`), so no op is published without its times.
 
 use std::ffi::{c_char, c_void, CStr};
-use std::sync::atomic::{AtomicU64, Ordering::*};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
 use std::sync::Mutex;
 
 use rtl_common::agent::{self as wire, ClockDomain, GpuOp, OpKind, Source};
@@ -378,8 +378,10 @@ pub unsafe fn drain(api: &Api, version: u8, st: &mut DrainState, final_pass: boo
             }
             let p = *table.add(c);
             if p.is_null() {
-                record_error(-2);
-                break;
+                // A chunk the runtime already handed to a chunk callback and freed (a forked
+                // child that switched from callback to draining): nothing to read there.
+                st.cursor = st.cursor.max(start + len);
+                continue;
             }
             if !consume(p, start, len, version, st, final_pass, emit) {
                 break;
@@ -451,7 +453,8 @@ unsafe fn consume(
 pub struct Active {
     pub api: Api,
     pub version: u8,
-    pub callback: bool,
+    /// Records arrive through the chunk callback (else: GetRecords drains).
+    pub callback: AtomicBool,
     pub drain: Mutex<DrainState>,
 }
 
@@ -500,7 +503,7 @@ pub unsafe fn start(api: Api) -> Result<&'static Active, HipError> {
             record_error(rc);
         }
     }
-    let _ = ACTIVE.set(Active { api, version, callback, drain: Mutex::new(DrainState::default()) });
+    let _ = ACTIVE.set(Active { api, version, callback: AtomicBool::new(callback), drain: Mutex::new(DrainState::default()) });
     let rc = if version >= wire::API_V0_1 {
         type EnableFn = unsafe extern "C" fn(*mut u64, u64) -> HipError;
         let en: EnableFn = std::mem::transmute(api.enable);
@@ -521,10 +524,34 @@ pub unsafe fn start(api: Api) -> Result<&'static Active, HipError> {
     Ok(ACTIVE.get().expect("set above"))
 }
 
+/// In a forked child: the runtime thread that ran the chunk callback in the parent does not
+/// exist here, so unregister the callback (records then stay buffered in the runtime) and
+/// drain them with GetRecords. Called from the child's publisher thread (never from the fork
+/// handler: the runtime's locks may have been held by a parent thread at the fork).
+pub fn fork_child_switch_to_drain() -> bool {
+    let Some(a) = ACTIVE.get() else { return false };
+    let Some(reg) = a.api.register else { return false };
+    if !a.callback.load(Acquire) {
+        return false;
+    }
+    type RegFn = unsafe extern "C" fn(Option<ChunkCallback>, *mut c_void) -> HipError;
+    // SAFETY: the runtime's registration function; NULL unregisters.
+    let rc = unsafe { std::mem::transmute::<*const c_void, RegFn>(reg)(None, std::ptr::null_mut()) };
+    if rc != 0 {
+        record_error(rc);
+        return false;
+    }
+    if let Ok(mut st) = a.drain.lock() {
+        *st = DrainState::default();
+    }
+    a.callback.store(false, Release);
+    true
+}
+
 /// A periodic drain (no callback). `may_publish`: caller is an agent thread.
 pub fn poll(final_pass: bool) {
     let Some(a) = ACTIVE.get() else { return };
-    if a.callback {
+    if a.callback.load(Acquire) {
         return;
     }
     let Ok(mut st) = a.drain.try_lock() else { return };
@@ -536,7 +563,7 @@ pub fn poll(final_pass: bool) {
 /// GetRecords pass when there is no callback. Return codes checked and counted.
 pub fn stop() {
     let Some(a) = ACTIVE.get() else { return };
-    if !a.callback {
+    if !a.callback.load(Acquire) {
         poll(false);
     }
     // SAFETY: the API was resolved from the loaded runtime.
@@ -554,7 +581,7 @@ pub fn stop() {
     if rc != 0 {
         record_error(rc);
     }
-    if !a.callback {
+    if !a.callback.load(Acquire) {
         poll(true);
     }
 }

@@ -323,7 +323,7 @@ fn activate(h: *mut c_void, name: &CStr) {
     // SAFETY: api resolved from the loaded runtime.
     match unsafe { clr::start(api) } {
         Ok(a) => {
-            if a.callback {
+            if a.callback.load(Relaxed) {
                 INFO.mode.fetch_or(wire::MODE_CALLBACK, Relaxed);
             }
             INFO.status.store(wire::Status::Active as u8, Relaxed);
@@ -394,6 +394,9 @@ fn publisher_main() {
     // A forked child publishes nothing until it has something (or a second passed): a child
     // that execs at once starts a fresh agent in the same pid (batch_seq 0 again).
     let mut last_meta = clock::monotonic_ns();
+    if PHASE.load(Acquire) == ACTIVE && clr::FORK_RT.load(Relaxed) != 0 && clr::fork_child_switch_to_drain() {
+        INFO.mode.fetch_and(!wire::MODE_CALLBACK, Relaxed);
+    }
     while STOP.load(Acquire) == 0 {
         match PHASE.load(Acquire) {
             WAITING => {
@@ -435,6 +438,12 @@ pub(crate) fn shutdown(reason: Reason) {
         return;
     }
     wake_publisher();
+    if PHASE.load(Acquire) == WAITING {
+        // Nothing to flush; do not wait for a thread that may be inside dlopen while this
+        // runs under the loader lock (.fini_array).
+        PHASE.store(DONE, Release);
+        return;
+    }
     let t0 = clock::monotonic_ns();
     while THREAD_RUNNING.load(Acquire) && clock::monotonic_ns() - t0 < 2_000_000_000 {
         std::thread::sleep(std::time::Duration::from_millis(1));
@@ -461,7 +470,12 @@ fn stop_runtime_bounded() {
     let forked = clr::FORK_RT.load(Relaxed) != 0;
     let wait_ms = if forked { STOP_WAIT_MS / 3 } else { STOP_WAIT_MS };
     let r = std::thread::Builder::new().name("rtl-agent-stop".into()).stack_size(256 << 10).spawn(|| {
-        let _ = std::panic::catch_unwind(clr::stop);
+        let _ = std::panic::catch_unwind(|| {
+            if clr::FORK_RT.load(Relaxed) != 0 && clr::fork_child_switch_to_drain() {
+                INFO.mode.fetch_and(!wire::MODE_CALLBACK, Relaxed);
+            }
+            clr::stop()
+        });
         DONE_FLAG.store(true, Release);
     });
     match r {

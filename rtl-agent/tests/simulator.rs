@@ -313,7 +313,8 @@ fn lazy_dlopen_found_by_the_publisher_thread() {
 #[test]
 fn hsa_tools_lib_loading() {
     let so = agent_so();
-    let r = run_with("hsatool", &workload("demo"), &["--iters", "50"], &[("HSA_TOOLS_LIB", so.to_str().unwrap())], false);
+    // Long enough that the publisher thread enables profiling while it runs (debug builds too).
+    let r = run_with("hsatool", &workload("demo"), &["--iters", "3000"], &[("HSA_TOOLS_LIB", so.to_str().unwrap())], false);
     let (n, _) = check(&r, true);
     assert!(n > 0, "profiling got enabled");
     let p = r.procs.values().next().unwrap();
