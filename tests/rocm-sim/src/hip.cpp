@@ -1723,15 +1723,100 @@ EXPORT hipError_t hipGraphDestroy(hipGraph_t gh) {
   delete g;
   return api.ret(hipSuccess);
 }
+// Graph node handles are 1-based node indices (stable while the graph grows).
+static inline hipGraphNode_t node_handle(size_t i) { return reinterpret_cast<hipGraphNode_t>(uintptr_t(i + 1)); }
 EXPORT hipError_t hipGraphGetNodes(hipGraph_t gh, hipGraphNode_t* nodes, size_t* n) {
   API("hipGraphGetNodes", nullptr);
   Graph* g = reinterpret_cast<Graph*>(gh);
   if (!g || g->magic != kGraphMagic || !n) return api.ret(hipErrorInvalidValue);
   if (nodes) {
-    for (size_t i = 0; i < *n && i < g->nodes.size(); i++) nodes[i] = reinterpret_cast<hipGraphNode_t>(&g->nodes[i]);
+    for (size_t i = 0; i < *n && i < g->nodes.size(); i++) nodes[i] = node_handle(i);
   }
   *n = g->nodes.size();
   return api.ret(hipSuccess);
+}
+// Explicit graph building: nodes are replayed in the order they were added (dependencies are
+// accepted and not modelled).
+static hipError_t add_node(Api& api, hipGraphNode_t* out, hipGraph_t gh, size_t ndeps, const Node& n) {
+  Graph* g = reinterpret_cast<Graph*>(gh);
+  api.j.ptr("graph", gh).u64("dependencies", ndeps);
+  if (!out || !g || g->magic != kGraphMagic) return api.ret(hipErrorInvalidValue);
+  g->nodes.push_back(n);
+  *out = node_handle(g->nodes.size() - 1);
+  api.j.u64("node", g->nodes.size() - 1);
+  return api.ret(hipSuccess);
+}
+EXPORT hipError_t hipGraphAddKernelNode(hipGraphNode_t* out, hipGraph_t g, const hipGraphNode_t*, size_t nd,
+                                        const hipKernelNodeParams* p) {
+  API("hipGraphAddKernelNode", nullptr);
+  if (!p) return api.ret(hipErrorInvalidValue);
+  KernelEntry* k = stub_kernel(p->func);
+  if (!k) {  // a hipFunction_t from a module is accepted too
+    KernelEntry* f = reinterpret_cast<KernelEntry*>(p->func);
+    if (f && f->magic == kFuncMagic) k = f;
+  }
+  if (!k) return api.ret(hipErrorInvalidDeviceFunction);
+  Node n;
+  n.kind = OP_DISPATCH;
+  n.k = k;
+  n.grid[0] = p->gridDim.x; n.grid[1] = p->gridDim.y; n.grid[2] = p->gridDim.z;
+  n.block[0] = p->blockDim.x; n.block[1] = p->blockDim.y; n.block[2] = p->blockDim.z;
+  n.shmem = p->sharedMemBytes;
+  api.j.str("kernel", k->name.c_str()).arr3("grid", n.grid[0], n.grid[1], n.grid[2]).arr3("block", n.block[0], n.block[1], n.block[2]);
+  return add_node(api, out, g, nd, n);
+}
+EXPORT hipError_t hipGraphAddMemcpyNode1D(hipGraphNode_t* out, hipGraph_t g, const hipGraphNode_t*, size_t nd, void* dst,
+                                          const void* src, size_t count, hipMemcpyKind kind) {
+  API("hipGraphAddMemcpyNode1D", nullptr);
+  api.j.ptr("dst", dst).ptr("src", src).u64("size", count).i64("kind", kind);
+  if (!dst || !src) return api.ret(hipErrorInvalidValue);
+  Node n;
+  n.kind = OP_COPY;
+  n.dst = dst;
+  n.src = src;
+  n.bytes = count;
+  n.kind_arg = kind;
+  n.prof_kind = prof_copy_kind(kind, dst, src, false);
+  return add_node(api, out, g, nd, n);
+}
+EXPORT hipError_t hipGraphAddMemsetNode(hipGraphNode_t* out, hipGraph_t g, const hipGraphNode_t*, size_t nd,
+                                        const hipMemsetParams* p) {
+  API("hipGraphAddMemsetNode", nullptr);
+  if (!p || !p->dst || (p->elementSize != 1 && p->elementSize != 2 && p->elementSize != 4)) return api.ret(hipErrorInvalidValue);
+  if (p->height > 1 && p->pitch != p->width * p->elementSize) return api.ret(hipErrorNotSupported);
+  Node n;
+  n.kind = OP_MEMSET;
+  n.dst = p->dst;
+  n.elem = p->elementSize;
+  n.value = p->value;
+  n.bytes = p->width * (p->height ? p->height : 1) * p->elementSize;
+  n.prof_kind = hipGpuCopyFill;
+  api.j.ptr("ptr", p->dst).u64("size", n.bytes).u64("value", p->value).u64("elem_size", p->elementSize);
+  return add_node(api, out, g, nd, n);
+}
+EXPORT hipError_t hipGraphAddHostNode(hipGraphNode_t* out, hipGraph_t g, const hipGraphNode_t*, size_t nd,
+                                      const hipHostNodeParams* p) {
+  API("hipGraphAddHostNode", nullptr);
+  if (!p || !p->fn) return api.ret(hipErrorInvalidValue);
+  Node n;
+  n.kind = OP_HOSTFN;
+  n.hostfn = p->fn;
+  n.user = p->userData;
+  return add_node(api, out, g, nd, n);
+}
+EXPORT hipError_t hipGraphAddEmptyNode(hipGraphNode_t* out, hipGraph_t g, const hipGraphNode_t*, size_t nd) {
+  API("hipGraphAddEmptyNode", nullptr);
+  Graph* gr = reinterpret_cast<Graph*>(g);
+  if (!out || !gr || gr->magic != kGraphMagic) return api.ret(hipErrorInvalidValue);
+  api.j.ptr("graph", g).u64("dependencies", nd);
+  *out = reinterpret_cast<hipGraphNode_t>(uintptr_t(0x8000000000000000ull | gr->nodes.size()));  // no GPU op
+  return api.ret(hipSuccess);
+}
+EXPORT hipError_t hipGraphAddDependencies(hipGraph_t g, const hipGraphNode_t*, const hipGraphNode_t*, size_t n) {
+  API("hipGraphAddDependencies", nullptr);
+  api.j.ptr("graph", g).u64("count", n);
+  Graph* gr = reinterpret_cast<Graph*>(g);
+  return api.ret(gr && gr->magic == kGraphMagic ? hipSuccess : hipErrorInvalidValue);
 }
 static hipError_t instantiate(Api& api, hipGraphExec_t* out, hipGraph_t gh) {
   api.j.ptr("graph", gh);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 static int failures = 0;
+static void host_node_fn(void* p) { *(int*)p += 1; }
 #define CHECK(cond, ...)                                          \
   do {                                                            \
     if (!(cond)) {                                                \
@@ -174,6 +175,41 @@ int main(void) {
   OK(hipGraphDestroy(g));
   OK(hipEventDestroy(ef));
   OK(hipEventDestroy(ej));
+
+  /* explicit graph building */
+  hipGraph_t eg;
+  OK(hipGraphCreate(&eg, 0));
+  hipGraphNode_t nk, nc, nm, nh, ne;
+  hipKernelNodeParams kp;
+  memset(&kp, 0, sizeof kp);
+  kp.func = (void*)f1;
+  kp.gridDim.x = 16; kp.gridDim.y = 1; kp.gridDim.z = 1;
+  kp.blockDim.x = 128; kp.blockDim.y = 1; kp.blockDim.z = 1;
+  kp.kernelParams = args;
+  OK(hipGraphAddKernelNode(&nk, eg, NULL, 0, &kp));
+  OK(hipGraphAddMemcpyNode1D(&nc, eg, &nk, 1, d2, h, 4096, hipMemcpyHostToDevice));
+  hipMemsetParams mp;
+  memset(&mp, 0, sizeof mp);
+  mp.dst = d; mp.elementSize = 4; mp.width = 256; mp.height = 1; mp.value = 0x0badf00d;
+  OK(hipGraphAddMemsetNode(&nm, eg, &nc, 1, &mp));
+  int host_ran = 0;
+  hipHostNodeParams hp = {host_node_fn, &host_ran};
+  OK(hipGraphAddHostNode(&nh, eg, &nm, 1, &hp));
+  OK(hipGraphAddEmptyNode(&ne, eg, &nh, 1));
+  OK(hipGraphAddDependencies(eg, &nk, &nm, 1));
+  size_t en = 0;
+  OK(hipGraphGetNodes(eg, NULL, &en));
+  CHECK(en == 4, "explicit graph has %zu GPU nodes, expected 4", en);
+  OK(hipGraphInstantiateWithFlags(&ge, eg, 0));
+  OK(hipGraphLaunch(ge, s1));
+  OK(hipGraphLaunch(ge, s1));
+  OK(hipStreamSynchronize(s1));
+  CHECK(host_ran == 2, "host node ran %d times", host_ran);
+  unsigned word = 0;
+  OK(hipMemcpy(&word, d, 4, hipMemcpyDeviceToHost));
+  CHECK(word == 0x0badf00du, "memset node wrote %08x", word);
+  OK(hipGraphExecDestroy(ge));
+  OK(hipGraphDestroy(eg));
   OK(hipModuleUnload(mod));
 
   OK(hipStreamDestroy(s1));
