@@ -25,6 +25,8 @@ pub(crate) const CORR_FLOW_BASE: u64 = 1 << 40;
 #[derive(Debug, Clone)]
 pub(crate) enum Arg {
     Int(i64),
+    /// An address or raw register value: shown in hex.
+    Hex(i64),
     Str(String),
 }
 
@@ -247,7 +249,7 @@ pub(crate) fn emit(conn: &Connection, sink: &mut dyn Sink) -> Result<()> {
         }
         for (i, k) in ["a0", "a1", "a2", "a3"].iter().enumerate() {
             if let Some(v) = r.get::<_, Option<i64>>(10 + i)? {
-                args.push((k, Arg::Str(format!("{v:#x}"))));
+                args.push((k, Arg::Hex(v)));
             }
         }
         if let Some(kn) = r.get::<_, Option<i64>>(14)? {

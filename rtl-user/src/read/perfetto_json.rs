@@ -83,28 +83,31 @@ impl<W: Write> Sink for JsonSink<W> {
     }
     fn slice(&mut self, s: &Slice) -> Result<()> {
         self.sep()?;
-        let mut args = serde_json::Map::new();
-        for (k, v) in &s.args {
-            args.insert(
-                k.to_string(),
-                match v {
-                    Arg::Int(i) => json!(i),
-                    Arg::Str(t) => json!(t),
-                },
-            );
-        }
-        // Hand-formatted so ts/dur keep exact nanoseconds.
+        // Hand-formatted (no per-event JSON tree) so ts/dur keep exact nanoseconds.
         write!(
             self.w,
-            r#"{{"ph":"X","cat":"{}","name":{},"pid":{},"tid":{},"ts":{},"dur":{},"args":{}}}"#,
-            s.cat,
-            serde_json::to_string(s.name)?,
+            r#"{{"ph":"X","cat":"{}","name":"#,
+            s.cat
+        )?;
+        serde_json::to_writer(&mut self.w, s.name)?;
+        write!(
+            self.w,
+            r#","pid":{},"tid":{},"ts":{},"dur":{},"args":{{"#,
             s.pid,
             s.tid,
             us(s.ts),
-            us(s.dur),
-            serde_json::Value::Object(args)
+            us(s.dur)
         )?;
+        for (i, (k, v)) in s.args.iter().enumerate() {
+            // keys are fixed identifiers: no escaping needed
+            write!(self.w, r#"{}"{k}":"#, if i > 0 { "," } else { "" })?;
+            match v {
+                Arg::Int(n) => write!(self.w, "{n}")?,
+                Arg::Hex(n) => write!(self.w, r#""{n:#x}""#)?,
+                Arg::Str(t) => serde_json::to_writer(&mut self.w, t)?,
+            }
+        }
+        self.w.write_all(b"}}")?;
         // Flow points 1 ns inside the slice so they bind to it, not to a neighbour.
         let inside = s.ts + s.dur.min(1);
         for id in &s.flow_out {

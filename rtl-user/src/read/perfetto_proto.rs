@@ -78,8 +78,8 @@ pub(crate) struct TrackEvent {
     pub name_iid: Option<u64>,
     #[prost(uint64, optional, tag = "11")]
     pub track_uuid: Option<u64>,
-    #[prost(string, repeated, tag = "22")]
-    pub categories: Vec<String>,
+    #[prost(uint64, repeated, packed = "false", tag = "3")]
+    pub category_iids: Vec<u64>,
     #[prost(fixed64, repeated, packed = "false", tag = "47")]
     pub flow_ids: Vec<u64>,
     #[prost(fixed64, repeated, packed = "false", tag = "48")]
@@ -92,12 +92,16 @@ pub(crate) struct DebugAnnotation {
     pub name_iid: Option<u64>,
     #[prost(int64, optional, tag = "4")]
     pub int_value: Option<i64>,
+    #[prost(uint64, optional, tag = "7")]
+    pub pointer_value: Option<u64>,
     #[prost(string, optional, tag = "6")]
     pub string_value: Option<String>,
 }
 
 #[derive(Clone, PartialEq, Message)]
 pub(crate) struct InternedData {
+    #[prost(message, repeated, tag = "1")]
+    pub event_categories: Vec<InternedString>,
     #[prost(message, repeated, tag = "2")]
     pub event_names: Vec<InternedString>,
     #[prost(message, repeated, tag = "3")]
@@ -118,6 +122,9 @@ const TYPE_SLICE_END: i32 = 2;
 const SEQ_ID: u32 = 1;
 const SEQ_INCREMENTAL_STATE_CLEARED: u32 = 1;
 const SEQ_NEEDS_INCREMENTAL_STATE: u32 = 2;
+
+/// Event categories, interned once (iid = index + 1).
+const CATEGORIES: &[&str] = &["api", "gpu", "roctx"];
 
 /// Debug annotation names, interned once (iid = index + 1).
 const ANNOTATIONS: &[&str] = &[
@@ -281,6 +288,7 @@ impl<W: Write> Sink for ProtoSink<W> {
                 };
                 match v {
                     Arg::Int(i) => d.int_value = Some(*i),
+                    Arg::Hex(i) => d.pointer_value = Some(*i as u64),
                     Arg::Str(t) => d.string_value = Some(t.clone()),
                 }
                 d
@@ -296,7 +304,7 @@ impl<W: Write> Sink for ProtoSink<W> {
                 // +1: iid 0 means "not interned"; rocpd_string ids start at 1 but may be 0 in odd files.
                 name_iid: Some(s.name_id as u64 + 1),
                 track_uuid: Some(uuid),
-                categories: vec![s.cat.to_string()],
+                category_iids: vec![CATEGORIES.iter().position(|c| *c == s.cat).map_or(0, |i| i as u64 + 1)],
                 debug_annotations,
                 flow_ids: s.flow_out.clone(),
                 terminating_flow_ids: s.flow_in.clone(),
@@ -327,6 +335,11 @@ pub fn convert_perfetto_proto(db: &Path, out: &Path) -> Result<()> {
             trusted_packet_sequence_id: Some(SEQ_ID),
             sequence_flags: Some(SEQ_INCREMENTAL_STATE_CLEARED),
             interned_data: Some(InternedData {
+                event_categories: CATEGORIES
+                    .iter()
+                    .enumerate()
+                    .map(|(i, n)| InternedString { iid: Some(i as u64 + 1), name: Some(n.to_string()) })
+                    .collect(),
                 debug_annotation_names: ANNOTATIONS
                     .iter()
                     .enumerate()

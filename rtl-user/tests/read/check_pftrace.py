@@ -34,6 +34,7 @@ def main():
     tracks = {}
     names = {}
     ann_names = {}
+    cat_names = {}
     stacks = collections.defaultdict(list)
     slices = []  # (track_uuid, ts, dur, name, categories, annotations, flow_ids, terminating)
     for p in trace.packet:
@@ -42,6 +43,8 @@ def main():
                 names[n.iid] = n.name
             for n in p.interned_data.debug_annotation_names:
                 ann_names[n.iid] = n.name
+            for n in p.interned_data.event_categories:
+                cat_names[n.iid] = n.name
         if p.HasField("track_descriptor"):
             d = p.track_descriptor
             tracks[d.uuid] = d
@@ -54,8 +57,14 @@ def main():
                 anns = {}
                 for a in e.debug_annotations:
                     k = a.name if a.HasField("name") else ann_names.get(a.name_iid)
-                    anns[k] = a.int_value if a.HasField("int_value") else a.string_value
-                stacks[e.track_uuid].append((p.timestamp, name, list(e.categories), anns, list(e.flow_ids), list(e.terminating_flow_ids)))
+                    if a.HasField("int_value"):
+                        anns[k] = a.int_value
+                    elif a.HasField("pointer_value"):
+                        anns[k] = a.pointer_value
+                    else:
+                        anns[k] = a.string_value
+                cats = list(e.categories) + [cat_names.get(i, f"?{i}") for i in e.category_iids]
+                stacks[e.track_uuid].append((p.timestamp, name, cats, anns, list(e.flow_ids), list(e.terminating_flow_ids)))
             elif e.type == pb.TrackEvent.TYPE_SLICE_END:
                 if not stacks[e.track_uuid]:
                     errors.append(f"end without begin on track {e.track_uuid} at {p.timestamp}")
