@@ -119,6 +119,7 @@ struct Truth {
     if (p) {
       fd = open(p, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
       on = fd >= 0;
+      if (!on) fprintf(stderr, "rocm-sim: cannot open ROCM_SIM_TRUTH=%s: %s\n", p, strerror(errno));
     }
   }
   void write_line(const std::string& line) {
