@@ -803,6 +803,7 @@ hipError_t memcpy_common(Api& api, void* dst, const void* src, size_t bytes, int
   if (api.slot.r) { api.slot.r->memory1 = uint64_t(uintptr_t(dst)); api.slot.r->memory2 = uint64_t(uintptr_t(src)); api.slot.r->size = bytes; }
   Stream* s = resolve(stream);
   if (!s) return api.ret(hipErrorInvalidHandle);
+  api.j.i64("device", s->dev->id);
   if (kind < 0 || kind > 4) return api.ret(hipErrorInvalidMemcpyDirection);
   if (bytes && (!dst || !src)) return api.ret(hipErrorInvalidValue);
   if (bytes == 0) return api.ret(hipSuccess);
@@ -826,6 +827,7 @@ hipError_t memcpy2d_common(Api& api, void* dst, size_t dpitch, const void* src, 
   if (api.slot.r) { api.slot.r->memory1 = uint64_t(uintptr_t(dst)); api.slot.r->memory2 = uint64_t(uintptr_t(src)); api.slot.r->size = w * h; }
   Stream* s = resolve(stream);
   if (!s) return api.ret(hipErrorInvalidHandle);
+  api.j.i64("device", s->dev->id);
   if (kind < 0 || kind > 4) return api.ret(hipErrorInvalidMemcpyDirection);
   if (w > dpitch || w > spitch) return api.ret(hipErrorInvalidPitchValue);
   if (w * h == 0) return api.ret(hipSuccess);
@@ -854,6 +856,7 @@ hipError_t memset_common(Api& api, void* dst, uint32_t value, size_t count, uint
   if (api.slot.r) { api.slot.r->memory1 = uint64_t(uintptr_t(dst)); api.slot.r->size = bytes; }
   Stream* s = resolve(stream);
   if (!s) return api.ret(hipErrorInvalidHandle);
+  api.j.i64("device", s->dev->id);
   if (bytes == 0) return api.ret(hipSuccess);
   if (!dst) return api.ret(hipErrorInvalidValue);
   Node n;
@@ -1366,6 +1369,7 @@ EXPORT hipError_t hipStreamWaitEvent(hipStream_t sh, hipEvent_t eh, unsigned int
   Stream* s = resolve(sh);
   Event* e = as_event(eh);
   if (!s || !e) return api.ret(hipErrorInvalidHandle);
+  api.j.i64("device", s->dev->id);
   hsa_signal_t sig;
   Graph* cg;
   {
@@ -1423,6 +1427,7 @@ EXPORT hipError_t hipEventRecord(hipEvent_t eh, hipStream_t sh) {
   Event* e = as_event(eh);
   Stream* s = resolve(sh);
   if (!e || !s) return api.ret(hipErrorInvalidHandle);
+  api.j.i64("device", s->dev->id);
   if (s->capture) {
     std::lock_guard<std::mutex> g(e->m);
     e->captured_in = s->capture;
@@ -1881,6 +1886,7 @@ static hipError_t host_fn_common(Api& api, hipStream_t sh, void (*fn)(void*), hi
   api.j.ptr("stream", sh).ptr("fn", fn ? (const void*)fn : (const void*)cb).ptr("user", user);
   Stream* s = resolve(sh);
   if (!s) return api.ret(hipErrorInvalidHandle);
+  api.j.i64("device", s->dev->id);
   if (!fn && !cb) return api.ret(hipErrorInvalidValue);
   Node n;
   n.kind = OP_HOSTFN;
@@ -1951,6 +1957,7 @@ static hipError_t memset2d_common(Api& api, void* dst, size_t pitch, int value, 
   if (api.slot.r) { api.slot.r->memory1 = uint64_t(uintptr_t(dst)); api.slot.r->size = w * h; }
   Stream* s = resolve(sh);
   if (!s) return api.ret(hipErrorInvalidHandle);
+  api.j.i64("device", s->dev->id);
   if (w > pitch) return api.ret(hipErrorInvalidPitchValue);
   if (!dst) return api.ret(hipErrorInvalidValue);
   if (w * h == 0) return api.ret(hipSuccess);
