@@ -170,11 +170,15 @@ pub fn convert_perfetto_json(db: &Path, out: &Path) -> Result<()> {
     let f = File::create(out).with_context(|| format!("{}: cannot create", out.display()))?;
     let gz = out.extension().is_some_and(|e| e == "gz");
     let res = if gz {
-        let mut enc = flate2::write::GzEncoder::new(
-            BufWriter::with_capacity(1 << 20, f),
-            flate2::Compression::fast(),
+        // Buffer in front of the encoder: it compresses poorly and slowly in tiny writes.
+        let mut w = BufWriter::with_capacity(
+            1 << 20,
+            flate2::write::GzEncoder::new(BufWriter::with_capacity(1 << 20, f), flate2::Compression::fast()),
         );
-        write_all(&conn, db, &mut enc).and_then(|_| Ok(enc.finish()?.flush()?))
+        write_all(&conn, db, &mut w).and_then(|_| {
+            let enc = w.into_inner().map_err(|e| e.into_error())?;
+            Ok(enc.finish()?.flush()?)
+        })
     } else {
         let mut w = BufWriter::with_capacity(1 << 20, f);
         write_all(&conn, db, &mut w).and_then(|_| Ok(w.flush()?))
