@@ -78,7 +78,7 @@ fn tune(conn: &Connection) -> Result<()> {
     let name = conn.path().unwrap_or("trace").to_string();
     // A file that passed the header check but is damaged fails here, with the file named.
     conn.execute_batch(
-        "PRAGMA temp_store = MEMORY; PRAGMA cache_size = -262144; PRAGMA threads = 2;",
+        "PRAGMA temp_store = MEMORY; PRAGMA cache_size = -262144; PRAGMA threads = 2; PRAGMA mmap_size = 68719476736;",
     )
     .with_context(|| format!("{name}: cannot read"))?;
     conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| {

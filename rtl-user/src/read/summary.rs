@@ -572,7 +572,7 @@ fn run_scans(conn: &Connection) -> Result<Scans> {
                                     | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
                             )?;
                             c.execute_batch(
-                                "PRAGMA temp_store = MEMORY; PRAGMA cache_size = -65536;",
+                                "PRAGMA temp_store = MEMORY; PRAGMA cache_size = -65536; PRAGMA mmap_size = 68719476736;",
                             )?;
                             register(&c)?;
                             timed(name, *job, &c, out)
