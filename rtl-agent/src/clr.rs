@@ -483,6 +483,12 @@ unsafe extern "C" fn on_chunk(records: *const u8, count: u32, _chunk_id: u32, _u
         for i in 0..count as usize {
             convert(recs.add(i), version, base + i as u64, &mut |o| publish::emit(o, false));
         }
+        // After the agent's own shutdown (e.g. GPU_CLR_PROFILE_OUTPUT also holds a profiling
+        // reference, so the runtime delivers its last slab from its own finaliser): publish
+        // here, nobody else will.
+        if publish::SHUTTING_DOWN.load(Acquire) {
+            publish::publish_queued(0);
+        }
     });
 }
 

@@ -321,3 +321,12 @@ fn hsa_tools_lib_loading() {
     assert_ne!(p.infos[0].mode & wire::MODE_HSA_TOOL, 0);
     assert_eq!(p.infos[0].mode & wire::MODE_PRELOAD, 0);
 }
+
+/// The user also turned the runtime's own profiler output on (GPU_CLR_PROFILE_OUTPUT): Enable is
+/// reference counted, so the agent's Disable at exit does not flush; the runtime delivers the
+/// last slab from its own finaliser, after the agent's shutdown, and the callback publishes it.
+#[test]
+fn with_gpu_clr_profile_output_too() {
+    let r = run("clr-output", "demo", &[], &[("GPU_CLR_PROFILE_OUTPUT", "/dev/null")]);
+    check_exact(&r);
+}
