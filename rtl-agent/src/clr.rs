@@ -73,7 +73,10 @@ pub fn find_loaded_hip() -> Option<(*mut c_void, &'static CStr)> {
 }
 
 /// Path of the object that defines `sym` in `handle` (for messages).
-pub fn object_path(handle: *mut c_void, fallback: &CStr) -> String {
+///
+/// # Safety
+/// `handle` is a live handle from `dlopen`.
+pub unsafe fn object_path(handle: *mut c_void, fallback: &CStr) -> String {
     // SAFETY: dlsym/dladdr on a valid handle; the returned name lives as long as the object.
     unsafe {
         for s in [c"hipGetDeviceCount", c"hipLaunchKernel", c"hipProfilerEnableExt"] {
@@ -91,7 +94,10 @@ pub fn object_path(handle: *mut c_void, fallback: &CStr) -> String {
 }
 
 /// Resolves the API; `None` when Enable, Disable or GetRecords is missing (stock ROCm).
-pub fn resolve(handle: *mut c_void) -> Option<Api> {
+///
+/// # Safety
+/// `handle` is a live handle from `dlopen`.
+pub unsafe fn resolve(handle: *mut c_void) -> Option<Api> {
     // SAFETY: dlsym on a valid handle.
     let sym = |n: &CStr| {
         let p = unsafe { libc::dlsym(handle, n.as_ptr()) } as *const c_void;

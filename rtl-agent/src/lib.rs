@@ -45,6 +45,7 @@
 //! 5. the application's own `_exit()` / `_Exit()`, which the agent interposes (forked workers
 //!    commonly end with `_exit`): flush, then `exit_group` exactly like glibc's `_exit`. Skipped
 //!    in a vfork child (pid differs from the agent's: it shares the parent's memory).
+//!
 //! The flush is idempotent, and the runtime part of it (Disable + last drain) runs on a helper
 //! thread waited for at most 9 s (3 s in a forked child), so a wedged runtime cannot hang the
 //! exit. `quick_exit()`, `exit_group` by other means and fatal signals skip all of them.
@@ -301,7 +302,8 @@ pub(crate) fn start(trigger: Trigger) {
 
 /// Resolves and enables the CLR source on the loaded runtime `h`.
 fn activate(h: *mut c_void, name: &CStr) {
-    let Some(api) = clr::resolve(h) else {
+    // SAFETY: h comes from dlopen(RTLD_NOLOAD) and is never closed.
+    let Some(api) = (unsafe { clr::resolve(h) }) else {
         INFO.status.store(wire::Status::ApiMissing as u8, Relaxed);
         PHASE.store(INACTIVE, Release);
         if !WARNED_API.swap(true, Relaxed) {
@@ -310,7 +312,8 @@ fn activate(h: *mut c_void, name: &CStr) {
                  They need a HIP runtime (CLR) built with hip_profiler_ext.h (ROCm 7.13+ nightly or a \
                  custom build), or HSA mode (rtl-ebpf --gpu hsa). The application runs unchanged; \
                  the CPU-side trace is complete.",
-                clr::object_path(h, name)
+                // SAFETY: as above.
+                unsafe { clr::object_path(h, name) }
             ));
         }
         publish::publish_meta(0);

@@ -100,6 +100,10 @@ impl Queue {
         self.enq.0.load(Relaxed).wrapping_sub(self.deq.0.load(Relaxed))
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// Empties the queue. Only with no other thread touching it (a forked child).
     pub fn reset(&self) {
         for (i, s) in self.slots.iter().enumerate() {

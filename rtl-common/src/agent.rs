@@ -532,7 +532,7 @@ fn parse_record(bytes: &[u8], off: usize, index: u32) -> Result<(Record<'_>, usi
     let rh: RecordHeader = read(bytes, off).ok_or(DecodeError::RecordPastEnd { offset: off, index })?;
     let len = rh.len as usize;
     let bad_len = DecodeError::BadRecordLen { offset: off, kind: rh.kind, len: rh.len };
-    if len < size_of::<RecordHeader>() || len % 8 != 0 {
+    if len < size_of::<RecordHeader>() || !len.is_multiple_of(8) {
         return Err(bad_len);
     }
     match off.checked_add(len) {
