@@ -44,8 +44,10 @@ run() { # config -> ns per launch
       # wait until the probe is attached
       i=0; while [ $i -lt 100 ] && ! grep -q rtl_agent_publish /sys/kernel/debug/tracing/uprobe_events 2>/dev/null && [ $i -lt 30 ]; do sleep 0.1; i=$((i+1)); done
       sleep 1
-      LD_PRELOAD=$AGENT RTL_AGENT_QUIET=1 "$OUT/launch_cost" "$N"
-      kill -INT $BP 2>/dev/null; wait $BP 2>/dev/null || true; BP= ;;
+      rc=0
+      LD_PRELOAD=$AGENT RTL_AGENT_QUIET=1 "$OUT/launch_cost" "$N" || rc=$?
+      kill -INT $BP 2>/dev/null; wait $BP 2>/dev/null || true; BP=
+      return $rc ;;
   esac
 }
 CONFIGS="off prof agent"
