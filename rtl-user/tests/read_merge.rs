@@ -236,3 +236,33 @@ fn merge_refuses_output_among_inputs() {
     )
     .contains("no input"));
 }
+
+#[test]
+fn merge_host_tag_without_hostnames_numbers_each_input() {
+    let d = tmpdir();
+    let a = sample_trace(&d.path().join("a.db"), "x", 0);
+    let b = sample_trace(&d.path().join("b.db"), "x", 0);
+    for p in [&a, &b] {
+        Connection::open(p)
+            .unwrap()
+            .execute("DELETE FROM rocpd_metadata WHERE tag = 'hostname'", [])
+            .unwrap();
+    }
+    let out = d.path().join("m.db");
+    let stats = merge(&[a.clone(), b.clone()], &out, true).unwrap();
+    assert_eq!(stats.inputs[1].node, 1);
+    assert_eq!(stats.processes_combined, 0);
+    assert_eq!(one(&out, "SELECT count(*) FROM rtl_process"), 4.into());
+    assert_eq!(
+        one(
+            &out,
+            "SELECT value FROM rocpd_metadata WHERE tag = 'input1.hostname'"
+        ),
+        "unknown".to_string().into()
+    );
+    // RPD's multi-node decoding: node = pid / pid_stride
+    assert_eq!(
+        one(&out, "SELECT count(DISTINCT pid / (SELECT value FROM rocpd_metadata WHERE tag = 'pid_stride')) FROM rocpd_api"),
+        2.into()
+    );
+}

@@ -176,12 +176,17 @@ pub fn merge(inputs: &[PathBuf], out: &Path, out_host_tag: bool) -> Result<Merge
         let mut stats = MergeStats::default();
         let mut hosts: Vec<String> = vec![];
         let ref_rmm = prepared.first().and_then(|p| p.3);
-        let ref_host = prepared.first().map(|p| p.2.clone()).unwrap_or_default();
         for (i, (path, _, host, rmm)) in prepared.iter().enumerate() {
-            let node = match hosts.iter().position(|h| h == host) {
+            // A file that does not name its host is taken as coming from a host of its own.
+            let host_key = if host.is_empty() {
+                format!("unknown-host-of-input{i}")
+            } else {
+                host.clone()
+            };
+            let node = match hosts.iter().position(|h| *h == host_key) {
                 Some(n) => n,
                 None => {
-                    hosts.push(host.clone());
+                    hosts.push(host_key.clone());
                     hosts.len() - 1
                 }
             } as i64;
@@ -190,7 +195,7 @@ pub fn merge(inputs: &[PathBuf], out: &Path, out_host_tag: bool) -> Result<Merge
             } else {
                 (0, 0)
             };
-            let shift = match (out_host_tag, *host != ref_host, rmm, ref_rmm) {
+            let shift = match (out_host_tag, node != 0, rmm, ref_rmm) {
                 (true, true, Some(r), Some(r0)) => r - r0,
                 _ => 0,
             };
@@ -395,6 +400,11 @@ pub fn merge(inputs: &[PathBuf], out: &Path, out_host_tag: bool) -> Result<Merge
             ("merge_host_tag".into(), (out_host_tag as i32).to_string()),
         ];
         for t in ["clock", "realtime_minus_monotonic_ns", "hostname"] {
+            // one host: its name; several: see input<N>.hostname
+            if t == "hostname" && hosts.len() > 1 {
+                own.push((t.into(), hosts.join(",")));
+                continue;
+            }
             if let Some(v) = first_meta(t)? {
                 own.push((t.into(), v));
             }

@@ -531,7 +531,15 @@ fn roctx_from_apis(
         } else if name == "UserMarker" {
             // RPD's own tracer records roctx ranges as API rows named UserMarker (args = text)
             let t = if text.is_empty() { name.clone() } else { text };
-            out.push((pid, ROCTX_TID_BASE + tid, start, end.max(start), name_id(&t), t, ("api_id", id)));
+            out.push((
+                pid,
+                ROCTX_TID_BASE + tid,
+                start,
+                end.max(start),
+                name_id(&t),
+                t,
+                ("api_id", id),
+            ));
         } else if name.starts_with("roctxMark") {
             let t = if text.is_empty() { name.clone() } else { text };
             out.push((

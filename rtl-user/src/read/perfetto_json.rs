@@ -84,11 +84,7 @@ impl<W: Write> Sink for JsonSink<W> {
     fn slice(&mut self, s: &Slice) -> Result<()> {
         self.sep()?;
         // Hand-formatted (no per-event JSON tree) so ts/dur keep exact nanoseconds.
-        write!(
-            self.w,
-            r#"{{"ph":"X","cat":"{}","name":"#,
-            s.cat
-        )?;
+        write!(self.w, r#"{{"ph":"X","cat":"{}","name":"#, s.cat)?;
         serde_json::to_writer(&mut self.w, s.name)?;
         write!(
             self.w,
@@ -173,7 +169,10 @@ pub fn convert_perfetto_json(db: &Path, out: &Path) -> Result<()> {
         // Buffer in front of the encoder: it compresses poorly and slowly in tiny writes.
         let mut w = BufWriter::with_capacity(
             1 << 20,
-            flate2::write::GzEncoder::new(BufWriter::with_capacity(1 << 20, f), flate2::Compression::fast()),
+            flate2::write::GzEncoder::new(
+                BufWriter::with_capacity(1 << 20, f),
+                flate2::Compression::fast(),
+            ),
         );
         write_all(&conn, db, &mut w).and_then(|_| {
             let enc = w.into_inner().map_err(|e| e.into_error())?;

@@ -304,7 +304,10 @@ impl<W: Write> Sink for ProtoSink<W> {
                 // +1: iid 0 means "not interned"; rocpd_string ids start at 1 but may be 0 in odd files.
                 name_iid: Some(s.name_id as u64 + 1),
                 track_uuid: Some(uuid),
-                category_iids: vec![CATEGORIES.iter().position(|c| *c == s.cat).map_or(0, |i| i as u64 + 1)],
+                category_iids: vec![CATEGORIES
+                    .iter()
+                    .position(|c| *c == s.cat)
+                    .map_or(0, |i| i as u64 + 1)],
                 debug_annotations,
                 flow_ids: s.flow_out.clone(),
                 terminating_flow_ids: s.flow_in.clone(),
@@ -338,7 +341,10 @@ pub fn convert_perfetto_proto(db: &Path, out: &Path) -> Result<()> {
                 event_categories: CATEGORIES
                     .iter()
                     .enumerate()
-                    .map(|(i, n)| InternedString { iid: Some(i as u64 + 1), name: Some(n.to_string()) })
+                    .map(|(i, n)| InternedString {
+                        iid: Some(i as u64 + 1),
+                        name: Some(n.to_string()),
+                    })
                     .collect(),
                 debug_annotation_names: ANNOTATIONS
                     .iter()
