@@ -4,7 +4,8 @@
 //! Producers (the profiler's chunk callback, the GetRecords drain) never block: when the queue is
 //! full an op is dropped and counted, unless the producer is the agent's own publisher/shutdown
 //! path, which publishes to make room. Memory is fixed at activation: `QUEUE_CAP` ops
-//! (~5 MiB) and `STR_SLOTS` strings in a `STR_ARENA`-byte arena.
+//! (~2.7 MiB) and `STR_SLOTS` strings in a `STR_ARENA`-byte arena (zeroed allocations: only the
+//! pages strings actually use become resident).
 
 use std::cell::UnsafeCell;
 use std::mem::MaybeUninit;
@@ -14,7 +15,7 @@ use std::sync::OnceLock;
 use rtl_common::agent::{self as wire, BatchWriter, ClockDomain, Counters, GpuOp, Info};
 use rtl_common::AGENT_BATCH_MAX;
 
-pub const QUEUE_CAP: usize = 1 << 15;
+pub const QUEUE_CAP: usize = 1 << 14;
 pub const STR_SLOTS: usize = 1 << 13;
 pub const STR_ARENA: usize = 2 << 20;
 
@@ -160,20 +161,15 @@ fn fnv1a(kind: u8, b: &[u8]) -> u64 {
 impl Strings {
     pub fn new(slots: usize, arena: usize) -> Strings {
         let slots = slots.next_power_of_two();
-        Strings {
-            slots: (0..slots)
-                .map(|_| StrSlot {
-                    hash: AtomicU64::new(0),
-                    state: AtomicU8::new(S_WRITING),
-                    sent: AtomicBool::new(false),
-                    kind: UnsafeCell::new(0),
-                    off: UnsafeCell::new(0),
-                    len: UnsafeCell::new(0),
-                    truncated: UnsafeCell::new(false),
-                })
-                .collect(),
-            arena: (0..arena).map(|_| UnsafeCell::new(0)).collect(),
-            used: AtomicUsize::new(0),
+        // Zeroed allocations (calloc: pages untouched until used): an all-zero StrSlot is an
+        // empty slot (hash 0 is never a key) and the arena starts empty.
+        // SAFETY: every field of StrSlot and UnsafeCell<u8> is valid as all-zero bytes.
+        unsafe {
+            Strings {
+                slots: Box::<[StrSlot]>::new_zeroed_slice(slots).assume_init(),
+                arena: Box::<[UnsafeCell<u8>]>::new_zeroed_slice(arena).assume_init(),
+                used: AtomicUsize::new(0),
+            }
         }
     }
 

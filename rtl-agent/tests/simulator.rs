@@ -252,7 +252,7 @@ fn graph_replay_spill_lists() {
 }
 
 /// A burst: slabs of 50 records, 40 graph launches of 2000 nodes (80 000 ops) against a queue
-/// of 32 768: the callback publishes instead of dropping.
+/// of 16 384: the callback publishes instead of dropping.
 #[test]
 fn graph_burst_larger_than_the_queue() {
     let r = run("burst", "graph_replay", &["--nodes", "2000", "--replays", "40"], &[("ROCM_SIM_PROFILER_CHUNK", "50"), ("ROCM_SIM_KERNEL_DEFAULT_NS", "200")]);
