@@ -24,6 +24,22 @@
 //!
 //! [`decode`] validates a whole batch up front (magic, version, sizes, counts, string lengths,
 //! enum values) without allocating; [`Batch::records`] then iterates over validated records.
+//!
+//! # For the collector (the join)
+//! * `GpuOp::thread_id` is the profiler's full 64-bit hash of the submitting thread's
+//!   `std::thread::id` (`_Hash_bytes(&pthread_self, 8, 0xc70f6907)`; pthread_self = fs base), so
+//!   it matches `ApiEnter::fsbase` hashed the same way. `tid` is only set (`OP_TID_KNOWN`) by
+//!   sources that know it (HSA).
+//! * `cpu_start_ns`/`cpu_end_ns` are the API call as the profiler timed it, on `cpu_clock`
+//!   (CLR: CLOCK_REALTIME); they lie inside the eBPF [entry, exit] of the same call once converted
+//!   with a [`ClockSync`] (`monotonic = realtime - (realtime_ns - monotonic_ns)`); the API name is
+//!   the string `api_name_id`.
+//! * `gpu_begin_ns`/`gpu_end_ns` are on `gpu_clock` (CLR: CLOCK_REALTIME too); convert the same
+//!   way. Every node of a graph launch is its own `GpuOp` (`op_index` of `op_count`, the same
+//!   API fields, `OP_IS_GRAPH`).
+//! * `Info` says why a process has no GPU records (`Status`); `Counters` are cumulative per
+//!   process (the last one wins); `BATCH_FINAL` marks the agent's shutdown flush (more batches
+//!   may still follow it if the runtime delivers records after the agent's shutdown).
 
 use core::mem::size_of;
 
