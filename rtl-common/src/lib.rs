@@ -165,7 +165,9 @@ pub mod config {
     pub const FORK_CHILD_PID_OFF: u32 = 3;
     /// Byte offset of `thread.fsbase` in `struct task_struct` (from kernel BTF); 0: do not read.
     pub const FSBASE_OFFSET: u32 = 4;
-    pub const LEN: u32 = 5;
+    /// Wake the collector when at least this many bytes wait in the ring buffer.
+    pub const WAKEUP_BYTES: u32 = 5;
+    pub const LEN: u32 = 6;
 }
 
 /// Slots of the per-CPU `COUNTERS` array map.

@@ -50,6 +50,21 @@ fn cfg(slot: u32) -> u64 {
     }
 }
 
+/// Ring-buffer submit flags: wake the collector only once enough data is waiting. A wakeup per
+/// record would cost the traced thread an IPI and a context switch on every call; the collector
+/// also drains on a short timer, so nothing waits longer than that.
+#[inline(always)]
+fn wakeup_flags() -> u64 {
+    const BPF_RB_AVAIL_DATA: u64 = 0;
+    const BPF_RB_NO_WAKEUP: u64 = 1;
+    const BPF_RB_FORCE_WAKEUP: u64 = 2;
+    if EVENTS.query(BPF_RB_AVAIL_DATA) >= cfg(config::WAKEUP_BYTES) {
+        BPF_RB_FORCE_WAKEUP
+    } else {
+        BPF_RB_NO_WAKEUP
+    }
+}
+
 #[inline(always)]
 fn bump(slot: u32) {
     if let Some(c) = COUNTERS.get_ptr_mut(slot) {
@@ -110,7 +125,7 @@ pub fn api_enter(ctx: ProbeContext) -> u32 {
                 (*ev).text[0] = 0;
             }
         }
-        slot.submit(0);
+        slot.submit(wakeup_flags());
     } else {
         let Some(mut slot) = EVENTS.reserve::<ApiEnter>(0) else {
             bump(counter::RINGBUF_DROPS);
@@ -118,7 +133,7 @@ pub fn api_enter(ctx: ProbeContext) -> u32 {
         };
         // SAFETY: exclusively owned reserved slot.
         unsafe { fill_enter(&ctx, &regs, &mut *slot.as_mut_ptr(), EventKind::ApiEnter, ck, pid_tgid) };
-        slot.submit(0);
+        slot.submit(wakeup_flags());
     }
     0
 }
@@ -202,7 +217,7 @@ pub fn api_exit(ctx: RetProbeContext) -> u32 {
             let _ = OUT_PTRS.remove(&pid_tgid);
         }
     }
-    slot.submit(0);
+    slot.submit(wakeup_flags());
     0
 }
 
@@ -238,7 +253,7 @@ pub fn agent_publish(ctx: ProbeContext) -> u32 {
             }
         }
     }
-    slot.submit(0);
+    slot.submit(wakeup_flags());
     0
 }
 
@@ -252,7 +267,7 @@ fn task_event(kind: EventKind, pid_tgid: u64, child_tgid: u32) {
             (*ev).child_tgid = child_tgid;
             (*ev)._pad = 0;
         }
-        slot.submit(0);
+        slot.submit(wakeup_flags());
     } else {
         bump(counter::RINGBUF_DROPS);
     }

@@ -126,6 +126,16 @@ pub struct TraceOpts {
     /// No live status line.
     #[arg(short, long)]
     pub quiet: bool,
+
+    /// GPU timestamps: `auto` (the agent uses hipProfiler*Ext when the runtime has it), `clr`,
+    /// `hsa`, or `none` (CPU side only, no agent). `run` loads the agent into the command;
+    /// for `attach`/`--all`, start the application with the agent (docs/tracing.md).
+    #[arg(long, default_value = "auto", value_parser = ["auto", "clr", "hsa", "none"])]
+    pub gpu: String,
+
+    /// The agent library `run` preloads (default: librtl_agent.so next to this binary).
+    #[arg(long, value_name = "PATH")]
+    pub agent: Option<PathBuf>,
 }
 
 fn parse_duration(s: &str) -> Result<f64, String> {

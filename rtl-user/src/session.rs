@@ -53,6 +53,9 @@ enum WriterMsg {
     Library { path: String, dev: u64, ino: u64, probes: usize, missing: Vec<String> },
 }
 
+/// How often the reader drains the ring buffer without being woken.
+const DRAIN_INTERVAL: Duration = Duration::from_millis(20);
+
 fn say(msg: impl AsRef<str>) {
     eprintln!("rtl-ebpf: {}", msg.as_ref());
 }
@@ -76,6 +79,7 @@ pub fn preflight() -> Result<()> {
 /// Runs one tracing session to the end.
 pub fn run(mode: Mode, opts: &TraceOpts) -> Result<Outcome> {
     preflight()?;
+    let t_session = Instant::now();
     for lib in &opts.libs {
         crate::probe::loader::check_library_path(lib)?;
     }
@@ -112,7 +116,6 @@ pub fn run(mode: Mode, opts: &TraceOpts) -> Result<Outcome> {
         }
         Mode::Run(_) => libs.extend(library::installed(child_env_ld.as_deref(), &opts.libs)),
     }
-    let libs = library::dedup(libs);
 
     let mut writer = TraceWriter::create(&opts.output, opts.force)?;
     let clock = clock::ClockPair::now();
@@ -127,12 +130,34 @@ pub fn run(mode: Mode, opts: &TraceOpts) -> Result<Outcome> {
         say(format!("mounted tracefs at {} (needed for the fork/exec/exit tracepoints)", tracefs::TRACEFS));
     }
     let t_attach = Instant::now();
+    // The probe reads each calling thread's fs base so the HIP profiler's thread ids (a hash of
+    // pthread_self) can be matched; it needs the field's offset from the kernel's BTF.
+    let fsbase_offset = if opts.gpu == "none" {
+        0
+    } else {
+        match crate::probe::btf::fsbase_offset() {
+            Ok(o) => o,
+            Err(e) => {
+                say(format!("GPU records will be matched by time and name only: {e:#}"));
+                0
+            }
+        }
+    };
+    // `run` preloads the agent into the command, and probes its hand-off function.
+    let agent = match (&mode, opts.gpu.as_str()) {
+        (Mode::Run(_), "none") | (Mode::Pids(_) | Mode::All, _) => None,
+        (Mode::Run(_), _) => Some(find_agent(opts)?),
+    };
+    if let Some(a) = &agent {
+        libs.push(LibraryFile::open(a.clone(), a.display().to_string(), LibKind::Agent)?);
+    }
+    let libs = library::dedup(libs);
     let mut probes = Probes::load(
         &LoadOptions {
             ringbuf_bytes: opts.buffer_mb << 20,
             trace_all: matches!(mode, Mode::All),
             follow_forks: matches!(mode, Mode::Run(_)),
-            fsbase_offset: 0,
+            fsbase_offset,
         },
         opts.apis.clone(),
     )?;
@@ -177,7 +202,8 @@ pub fn run(mode: Mode, opts: &TraceOpts) -> Result<Outcome> {
     // `run`: start the command now that the probes are in place.
     let child = match &mode {
         Mode::Run(cmd) => {
-            let c = spawn_held(cmd)?;
+            let env = child_env(agent.as_deref(), &opts.gpu);
+            let c = spawn_held(cmd, &env)?;
             let pid = c.pid;
             probes.trace_pid(pid as u32)?;
             c.release()?;
@@ -188,7 +214,7 @@ pub fn run(mode: Mode, opts: &TraceOpts) -> Result<Outcome> {
     };
 
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let mut joiner = Joiner::new();
+    let mut joiner = Joiner::new(clock.realtime_minus_monotonic());
     joiner.sync_table(&probes.table);
     let result = rt.block_on(event_loop(&mut probes, ringbuf, &mut joiner, &tx, &mode, opts, child));
     let child_exit = match result {
@@ -200,10 +226,14 @@ pub fn run(mode: Mode, opts: &TraceOpts) -> Result<Outcome> {
         }
     };
 
-    // Shutdown: close what is open, record the counters, then detach.
+    // Shutdown: stop tracing at once, close what is open, record the counters, then detach.
+    if let Err(e) = probes.quiesce() {
+        say(format!("could not quiesce the probes: {e:#}"));
+    }
     let mut rows = Vec::new();
     joiner.finish(&mut rows);
     let _ = tx.send(WriterMsg::Rows(rows));
+    let g = joiner.gpu.stats.clone();
     let drops = probes.drops();
     let per_cpu = probes.counter_per_cpu(rtl_common::counter::RINGBUF_DROPS).unwrap_or_default();
     let meta = [
@@ -216,15 +246,31 @@ pub fn run(mode: Mode, opts: &TraceOpts) -> Result<Outcome> {
         ("returns_without_entry", joiner.orphan_returns().to_string()),
         ("records_rejected", joiner.stats.decode_errors.to_string()),
         ("agent_batches", joiner.stats.agent_batches.to_string()),
+        ("agent_batches_rejected", (g.batches_rejected + g.batches_wrong_pid).to_string()),
+        ("agent_batches_oversized", g.batches_truncated.to_string()),
+        ("gpu_ops", g.ops.to_string()),
+        ("gpu_ops_linked", g.ops_linked.to_string()),
+        ("gpu_ops_ambiguous", g.ops_ambiguous.to_string()),
+        ("gpu_ops_unlinked", g.ops_unlinked.to_string()),
+        ("gpu_profiler_only_calls", g.profiler_only_calls.to_string()),
+        ("agent_dropped_queue_full", g.agent_dropped.to_string()),
+        ("agent_graph_batches_skipped", g.graph_batches_skipped.to_string()),
+        ("fsbase_offset", fsbase_offset.to_string()),
         ("agent_batches_truncated", probes.counter(rtl_common::counter::AGENT_TRUNCATED).to_string()),
         ("trace_end_ns", clock::ClockPair::now().monotonic_ns.to_string()),
+        ("collector_wall_s", format!("{:.3}", t_session.elapsed().as_secs_f64())),
+        ("collector_cpu_s", format!("{:.3}", self_cpu_seconds())),
+        ("collector_peak_rss_kb", peak_rss_kb().to_string()),
     ];
     for (t, v) in meta {
         let _ = tx.send(WriterMsg::Meta(t.into(), v));
     }
     drop(tx);
-    drop(probes);
     let written = writer_thread.join().map_err(|_| anyhow!("the writer thread panicked"))??;
+    match probes.release_in_background() {
+        Ok(pid) => say(format!("probes quiesced; the kernel removes them in the background (pid {pid})")),
+        Err(e) => say(format!("probes removed in the foreground: {e:#}")),
+    }
     Ok(Outcome { output: opts.output.clone(), written, drops, child_exit })
 }
 
@@ -256,6 +302,8 @@ async fn event_loop(
     let mut sigterm = signal(SignalKind::terminate())?;
     let mut sigchld = signal(SignalKind::child())?;
     let mut tick = tokio::time::interval(Duration::from_millis(500));
+    // Probes wake us only when the buffer is 1/16 full; this timer drains the rest promptly.
+    let mut drain_tick = tokio::time::interval(DRAIN_INTERVAL);
     let deadline = opts.duration.map(|d| Instant::now() + Duration::from_secs_f64(d));
     let status_line = !opts.quiet && std::io::stderr().is_terminal();
     let mut tracked: HashSet<u32> = match mode {
@@ -276,6 +324,9 @@ async fn event_loop(
                 let mut guard = guard?;
                 drain(guard.get_inner_mut(), joiner, &mut rows, &mut tracked, mode, tx)?;
                 guard.clear_ready();
+            }
+            _ = drain_tick.tick() => {
+                drain(rb.get_mut(), joiner, &mut rows, &mut tracked, mode, tx)?;
             }
             _ = sigint.recv() => {
                 if child.is_some() && child_exit.is_none() {
@@ -364,10 +415,52 @@ fn drain(
             tx.send(WriterMsg::Rows(std::mem::take(rows))).map_err(|_| anyhow!("the trace writer stopped"))?;
         }
     }
+    joiner.retry_gpu();
+    joiner.take_deferred(rows);
+    for n in joiner.gpu.notices.drain(..) {
+        say(n);
+    }
     if !rows.is_empty() {
         tx.send(WriterMsg::Rows(std::mem::take(rows))).map_err(|_| anyhow!("the trace writer stopped"))?;
     }
     Ok(())
+}
+
+/// The agent library: `--agent`, or librtl_agent.so next to this binary.
+fn find_agent(opts: &TraceOpts) -> Result<PathBuf> {
+    let p = match &opts.agent {
+        Some(p) => p.clone(),
+        None => std::env::current_exe()?.with_file_name("librtl_agent.so"),
+    };
+    if !p.exists() {
+        return Err(anyhow!(Fatal::BadLibrary(format!(
+            "the agent library {} does not exist: build it (cargo build --release -p rtl-agent), pass --agent PATH, or use --gpu none",
+            p.display()
+        ))));
+    }
+    Ok(std::fs::canonicalize(&p)?)
+}
+
+/// The command's environment: ours, with the agent appended to LD_PRELOAD (never replacing what
+/// the user set) and the GPU source chosen.
+fn child_env(agent: Option<&std::path::Path>, gpu: &str) -> Vec<CString> {
+    let mut vars: Vec<(String, String)> = std::env::vars().collect();
+    if let Some(a) = agent {
+        let a = a.display().to_string();
+        let set = |vars: &mut Vec<(String, String)>, k: &str, sep: char| {
+            let old = vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+            let new = rtl_agent::append_env_list(old.as_deref(), &a, sep);
+            vars.retain(|(n, _)| n != k);
+            vars.push((k.to_string(), new));
+        };
+        set(&mut vars, "LD_PRELOAD", ':');
+        if gpu == "hsa" {
+            set(&mut vars, "HSA_TOOLS_LIB", ' ');
+        }
+        vars.retain(|(n, _)| n != "RTL_AGENT_GPU");
+        vars.push(("RTL_AGENT_GPU".into(), gpu.to_string()));
+    }
+    vars.into_iter().filter_map(|(k, v)| CString::new(format!("{k}={v}")).ok()).collect()
 }
 
 /// Looks for library copies that appeared since the start (a new venv, a dlopen, a container).
@@ -400,7 +493,9 @@ impl HeldChild {
     }
 }
 
-fn spawn_held(cmd: &[String]) -> Result<HeldChild> {
+fn spawn_held(cmd: &[String], env: &[CString]) -> Result<HeldChild> {
+    let mut envp: Vec<*const libc::c_char> = env.iter().map(|e| e.as_ptr()).collect();
+    envp.push(std::ptr::null());
     let argv: Vec<CString> =
         cmd.iter().map(|a| CString::new(a.as_bytes())).collect::<Result<_, _>>().context("argument contains NUL")?;
     let mut argv_ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
@@ -423,7 +518,7 @@ fn spawn_held(cmd: &[String]) -> Result<HeldChild> {
             if n != 1 {
                 libc::_exit(127);
             }
-            libc::execvp(argv_ptrs[0], argv_ptrs.as_ptr());
+            libc::execvpe(argv_ptrs[0], argv_ptrs.as_ptr(), envp.as_ptr());
             let msg = b"rtl-ebpf: cannot execute the command\n";
             libc::write(2, msg.as_ptr().cast(), msg.len());
             libc::_exit(127);
@@ -460,4 +555,21 @@ fn hostname() -> String {
 /// Prints the end-of-session summary.
 pub fn print_outcome(o: &Outcome) {
     let _ = report::print_session_summary(o);
+}
+
+/// CPU time (user + system) this process has used, in seconds.
+fn self_cpu_seconds() -> f64 {
+    // SAFETY: valid out pointer.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+/// Peak resident set size (VmHWM) in kB.
+fn peak_rss_kb() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find_map(|l| l.strip_prefix("VmHWM:")).and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok()))
+        .unwrap_or(0)
 }

@@ -1,1 +1,112 @@
-fn main(){}
+//! Project tasks. `cargo xtask <task>`:
+//!
+//! | task | what it does |
+//! | --- | --- |
+//! | `setup` | installs what is missing (Debian packages, nightly rust-src, bpf-linker); idempotent |
+//! | `build` | setup, then builds the CLI (`target/release/rtl-ebpf`), the agent, workloads, simulator |
+//! | `run [-- ARGS]` | build, then traces the bundled demo workload (or runs rtl-ebpf with ARGS) |
+//! | `test` | build, then every test: unit, integration (as root, real BPF), simulator self-test |
+//! | `bench` | build, then the benchmarks of docs/benchmarks.md, printing each figure |
+//! | `sim` | builds the ROCm runtime simulator; prints its library directory last |
+
+mod bench;
+mod setup;
+mod util;
+
+use anyhow::{bail, Result};
+use util::{cmd, root};
+
+fn main() {
+    if let Err(e) = real_main() {
+        eprintln!("xtask: error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn real_main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (task, rest) = match args.split_first() {
+        Some((t, r)) => (t.as_str(), r),
+        None => ("help", &[][..]),
+    };
+    match task {
+        "setup" => setup::run(),
+        "build" => build(),
+        "run" => run(rest),
+        "test" => test(rest),
+        "bench" => {
+            build()?;
+            bench::run(rest)
+        }
+        "sim" => {
+            setup::run()?;
+            let dir = sim()?;
+            println!("{}", dir.display());
+            Ok(())
+        }
+        "help" | "--help" | "-h" => {
+            println!("usage: cargo xtask <setup|build|run [-- ARGS]|test [FILTER]|bench [NAME]|sim>");
+            Ok(())
+        }
+        other => bail!("unknown task `{other}`: try `cargo xtask help`"),
+    }
+}
+
+/// Builds the simulator; returns its library directory.
+pub fn sim() -> Result<std::path::PathBuf> {
+    cmd("make").args(["-s", "-C", "tests/rocm-sim"]).current_dir(root()).run()?;
+    Ok(root().join("tests/rocm-sim/build/lib"))
+}
+
+fn build() -> Result<()> {
+    setup::run()?;
+    cmd("cargo").args(["build", "--release", "-p", "rtl-user", "-p", "rtl-agent"]).current_dir(root()).run()?;
+    cmd("make").args(["-s", "-C", "tests/workloads"]).current_dir(root()).run()?;
+    sim()?;
+    Ok(())
+}
+
+/// The embedded default: trace the demo workload on the simulated runtime with the agent.
+fn run(rest: &[String]) -> Result<()> {
+    build()?;
+    let bin = root().join("target/release/rtl-ebpf");
+    let rest: Vec<String> = rest.iter().skip_while(|a| *a == "--").cloned().collect();
+    if !rest.is_empty() {
+        let status = cmd(bin.to_str().unwrap()).args(&rest).current_dir(root()).status()?;
+        std::process::exit(status.code().unwrap_or(1));
+    }
+    let out = root().join("rtl-demo.db");
+    let demo = root().join("tests/workloads/build/demo");
+    println!("xtask: tracing the bundled demo workload ({}) on Debian's real libamdhip64", demo.display());
+    let status = cmd(bin.to_str().unwrap())
+        .args(["run", "--force", "-o", out.to_str().unwrap(), "--", demo.to_str().unwrap()])
+        .current_dir(root())
+        .status()?;
+    if !status.success() {
+        bail!("rtl-ebpf run exited with {status}");
+    }
+    println!("xtask: trace written to {}; read it with `target/release/rtl-ebpf summary {}`", out.display(), out.display());
+    Ok(())
+}
+
+fn test(rest: &[String]) -> Result<()> {
+    build()?;
+    // SAFETY: no preconditions.
+    if unsafe { libc_geteuid() } != 0 {
+        bail!("the test suite loads eBPF programs and must run as root (sudo cargo xtask test)");
+    }
+    let mut args = vec!["test", "--workspace", "--release", "--no-fail-fast"];
+    args.extend(rest.iter().map(String::as_str));
+    cmd("cargo").args(&args).current_dir(root()).run()?;
+    let selftest = root().join("tests/rocm-sim/selftest.sh");
+    if selftest.exists() {
+        cmd("bash").arg(selftest.to_str().unwrap()).current_dir(root()).run()?;
+    }
+    println!("xtask: all test suites passed");
+    Ok(())
+}
+
+extern "C" {
+    #[link_name = "geteuid"]
+    fn libc_geteuid() -> u32;
+}

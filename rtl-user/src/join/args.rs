@@ -38,7 +38,9 @@ pub fn decode(call: &Call, decode: Decode) -> Decoded {
                     arg(0),
                     [lo(arg(1)), hi(arg(1)), lo(arg(2))],
                     [lo(arg(3)), hi(arg(3)), lo(arg(4))],
-                    arg(6),
+                    // size_t in hipLaunchKernel, unsigned int in hipLaunchCooperativeKernel:
+                    // the upper half is undefined there, and no LDS is 4 GiB.
+                    lo(arg(6)) as u64,
                     arg(7),
                 ),
                 LaunchForm::Module => (
@@ -53,7 +55,7 @@ pub fn decode(call: &Call, decode: Decode) -> Decoded {
                     let l = [lo(arg(4)), lo(arg(5)), lo(arg(6))];
                     let g = [lo(arg(1)), lo(arg(2)), lo(arg(3))];
                     let blocks = |i: usize| if l[i] == 0 { 0 } else { g[i].div_ceil(l[i]) };
-                    (arg(0), [blocks(0), blocks(1), blocks(2)], l, arg(7), arg(8))
+                    (arg(0), [blocks(0), blocks(1), blocks(2)], l, lo(arg(7)) as u64, arg(8))
                 }
             };
             launch_func = Some(func);

@@ -62,9 +62,15 @@ impl CallPairer {
         self.next_id
     }
 
-    pub fn enter(&mut self, e: &ApiEnter, text: Option<String>) -> i64 {
+    /// A fresh id for a row that is not a probed call (a profiler-only call).
+    pub fn alloc_id(&mut self) -> i64 {
         let id = self.next_id;
         self.next_id += 1;
+        id
+    }
+
+    pub fn enter(&mut self, e: &ApiEnter, text: Option<String>) -> i64 {
+        let id = self.alloc_id();
         self.stacks.entry(e.hdr.pid_tgid).or_default().push(OpenCall {
             id,
             api_id: e.hdr.api_id,

@@ -6,8 +6,10 @@
 
 pub mod args;
 pub mod calls;
+pub mod gpu;
 pub mod markers;
 pub mod rows;
+pub mod thread_hash;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -42,11 +44,16 @@ pub struct Joiner {
     pub stats: JoinStats,
     last_ts: u64,
     calls: Vec<Call>,
+    deferred: Vec<Row>,
+    pub gpu: gpu::GpuJoiner,
 }
 
 impl Joiner {
-    pub fn new() -> Self {
+    /// `realtime_minus_monotonic`: the collector's own clock offset, used for GPU records of
+    /// processes whose agent sent no clock reading.
+    pub fn new(realtime_minus_monotonic: i64) -> Self {
         Self {
+            gpu: gpu::GpuJoiner::new(realtime_minus_monotonic),
             names: Vec::new(),
             decodes: Vec::new(),
             pairer: CallPairer::new(),
@@ -56,6 +63,7 @@ impl Joiner {
             stats: JoinStats::default(),
             last_ts: 0,
             calls: Vec::new(),
+            deferred: Vec::new(),
         }
     }
 
@@ -120,6 +128,7 @@ impl Joiner {
                 self.calls = calls;
                 // The image changed: its kernel registrations are gone, its command line is new.
                 self.kernel_names.retain(|(p, _), _| *p != pid);
+                self.gpu.forget_process(pid);
                 if let Some(p) = self.processes.get_mut(&pid) {
                     let (exe, cmdline) = read_proc(pid);
                     p.exe = exe;
@@ -141,11 +150,12 @@ impl Joiner {
                     .collect();
                 self.kernel_names.extend(inherited);
             }
-            Event::Agent(_, data, _len) => {
-                // GPU records from the in-process agent are joined by the GPU joiner (issue 4);
-                // until it lands they are counted, not interpreted.
+            Event::Agent(h, data, len) => {
                 self.stats.agent_batches += 1;
                 self.stats.agent_bytes += data.len() as u64;
+                let pid = (h.pid_tgid >> 32) as u32;
+                let pairer = &mut self.pairer;
+                self.gpu.on_batch(pid, &data, len, h.ts_ns, &mut || pairer.alloc_id(), out);
             }
         }
     }
@@ -201,6 +211,19 @@ impl Joiner {
                     self.kernel_names.insert((pid, f), demangle(text));
                 }
             }
+            if !matches!(decode, Decode::Marker(_) | Decode::RegisterFunction) {
+                self.gpu.index_call(
+                    pid,
+                    gpu::IndexedCall {
+                        id: call.open.id,
+                        tid,
+                        thread_hash: gpu::thread_hash_of(call.open.fsbase),
+                        name: name.clone(),
+                        start: call.open.start,
+                        end: call.end,
+                    },
+                );
+            }
             let keep_rtl = d.rtl.ret.is_some_and(|r| r != 0)
                 || call.status != CallStatus::Complete
                 || d.rtl.a.iter().any(Option::is_some);
@@ -219,21 +242,33 @@ impl Joiner {
         }
     }
 
+    /// Links GPU operations that were waiting for their call's return (call after each drain).
+    pub fn retry_gpu(&mut self) {
+        let pairer = &mut self.pairer;
+        let mut rows = Vec::new();
+        self.gpu.retry_pending(self.last_ts, false, &mut || pairer.alloc_id(), &mut rows);
+        self.deferred.extend(rows);
+    }
+
+    /// Rows produced outside `push` (GPU retries), to be written with the next batch.
+    pub fn take_deferred(&mut self, out: &mut Vec<Row>) {
+        out.append(&mut self.deferred);
+    }
+
     /// Closes everything still open (end of trace) and emits final process rows.
     pub fn finish(&mut self, out: &mut Vec<Row>) {
         let mut calls = std::mem::take(&mut self.calls);
         self.pairer.close_all(self.last_ts, &mut calls);
         self.emit(&mut calls, out);
+        out.append(&mut self.deferred);
+        let pairer = &mut self.pairer;
+        self.gpu.retry_pending(self.last_ts, true, &mut || pairer.alloc_id(), out);
+        self.gpu.finish_counters();
         out.extend(self.markers.close_all(self.last_ts).into_iter().map(Row::Op));
         out.extend(self.processes.values().cloned().map(Row::Process));
     }
 }
 
-impl Default for Joiner {
-    fn default() -> Self {
-        Self::new()
-    }
-}
 
 /// Demangles an Itanium C++ name; other names pass through.
 pub fn demangle(name: &str) -> String {

@@ -25,6 +25,9 @@ pub enum CallStatus {
     /// The return of an inner call was lost (ring-buffer drop), so this call was closed when a
     /// return further out on the same thread arrived.
     Unmatched = 4,
+    /// A call the in-process profiler recorded but the probes did not see (or could not single
+    /// out): written from the profiler's record so its GPU work has an API row.
+    ProfilerOnly = 5,
 }
 
 /// `rtl_api`: return value, status, decoded arguments.

@@ -42,10 +42,15 @@ impl LibKind {
 }
 
 /// A library file found on the system or in a process.
+///
+/// It holds the file open: probes attach through `/proc/self/fd/N`, so the mapping process may
+/// exit, or the file be deleted or replaced, while we attach, and we still probe that inode.
 #[derive(Clone, Debug)]
 pub struct LibraryFile {
-    /// A path this process can open and attach to (may go through /proc/PID/root).
+    /// A path this process can open (may go through /proc/PID/root or /proc/PID/map_files).
     pub path: PathBuf,
+    /// The open file; attach through [`LibraryFile::attach_path`].
+    pub file: std::sync::Arc<fs::File>,
     /// The path as the mapping process sees it (for messages and the trace).
     pub display: String,
     pub kind: LibKind,
@@ -56,8 +61,15 @@ pub struct LibraryFile {
 impl LibraryFile {
     /// Stats `path`; `display` is how to name it.
     pub fn open(path: PathBuf, display: String, kind: LibKind) -> Result<Self> {
-        let md = fs::metadata(&path).with_context(|| format!("cannot stat {}", path.display()))?;
-        Ok(Self { path, display, kind, dev: md.dev(), ino: md.ino() })
+        let file = fs::File::open(&path).with_context(|| format!("cannot open {}", path.display()))?;
+        let md = file.metadata().with_context(|| format!("cannot stat {}", path.display()))?;
+        Ok(Self { path, file: std::sync::Arc::new(file), display, kind, dev: md.dev(), ino: md.ino() })
+    }
+
+    /// The path the kernel resolves to this very inode, whatever happens to the original path.
+    pub fn attach_path(&self) -> PathBuf {
+        use std::os::fd::AsRawFd;
+        PathBuf::from(format!("/proc/self/fd/{}", self.file.as_raw_fd()))
     }
 
     pub fn key(&self) -> (u64, u64) {

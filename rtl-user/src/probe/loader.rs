@@ -129,6 +129,8 @@ impl Probes {
         me.set_config(config::FORK_PARENT_PID_OFF, fork.parent_pid_offset)?;
         me.set_config(config::FORK_CHILD_PID_OFF, fork.child_pid_offset)?;
         me.set_config(config::FSBASE_OFFSET, opts.fsbase_offset)?;
+        // Wake the reader at 1/16 of the buffer; it also drains every DRAIN_INTERVAL.
+        me.set_config(config::WAKEUP_BYTES, (opts.ringbuf_bytes / 16) as u64)?;
         Ok(me)
     }
 
@@ -166,7 +168,8 @@ impl Probes {
         if self.is_attached(lib) {
             return Ok(None);
         }
-        let syms = Symbols::read(&lib.path)?;
+        let syms = Symbols::read(&lib.attach_path())?;
+        let target = lib.attach_path();
         let mut report = AttachReport {
             library: lib.display.clone(),
             dev: lib.dev,
@@ -179,7 +182,7 @@ impl Probes {
                 format!("{} does not export rtl_agent_publish: not an rtl-ebpf agent", lib.display)
             })?;
             let p: &mut UProbe = program(&mut self.ebpf, "agent_publish")?.try_into()?;
-            p.attach(UProbeAttachLocation::AbsoluteOffset(off), &lib.path, UProbeScope::AllProcesses)
+            p.attach(UProbeAttachLocation::AbsoluteOffset(off), &target, UProbeScope::AllProcesses)
                 .with_context(|| format!("attaching to rtl_agent_publish in {}", lib.display))?;
             report.probed = 1;
             self.attached.insert(lib.key(), report.clone());
@@ -224,13 +227,63 @@ impl Probes {
             for prog in ["api_enter", "api_exit"] {
                 let p: &mut UProbe = program(&mut self.ebpf, prog)?.try_into()?;
                 let point = UProbeAttachPoint { location: UProbeAttachLocation::AbsoluteOffset(off), cookie: Some(ck) };
-                p.attach(point, &lib.path, UProbeScope::AllProcesses)
+                p.attach(point, &target, UProbeScope::AllProcesses)
                     .with_context(|| format!("attaching {prog} to {name} in {}", lib.display))?;
             }
             report.probed += 1;
         }
         self.attached.insert(lib.key(), report.clone());
         Ok(Some(report))
+    }
+
+    /// Makes every program return at its first check: nothing is traced any more, the traced
+    /// processes pay only the uprobe trap until the probes are removed.
+    pub fn quiesce(&mut self) -> Result<()> {
+        self.set_config(config::TRACE_ALL, 0)?;
+        self.set_config(config::FOLLOW_FORKS, 0)?;
+        let mut m: BpfHashMap<&mut MapData, u32, u8> =
+            BpfHashMap::try_from(self.ebpf.map_mut("TRACED").context("TRACED map")?)?;
+        let keys: Vec<u32> = m.keys().filter_map(Result::ok).collect();
+        for k in keys {
+            let _ = m.remove(&k);
+        }
+        Ok(())
+    }
+
+    /// Removes the probes without making the caller wait for the kernel.
+    ///
+    /// Unregistering a perf-event uprobe waits for RCU grace periods, one probe at a time under a
+    /// kernel mutex: 170 probes take tens of seconds. A forked child keeps the kernel objects
+    /// alive while this process drops its references (cheap) and exits; the child then exits
+    /// and the kernel removes the (already quiesced) probes. Returns the child's pid.
+    pub fn release_in_background(self) -> Result<u32> {
+        let mut fds = [0; 2];
+        // SAFETY: valid array of two ints.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            drop(self);
+            return Err(std::io::Error::last_os_error()).context("pipe");
+        }
+        // SAFETY: the child only calls async-signal-safe functions (setsid, read, _exit).
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            unsafe {
+                libc::close(fds[1]);
+                libc::setsid();
+                let mut b = 0u8;
+                // Returns when the parent has dropped its references (it closes the pipe).
+                libc::read(fds[0], (&mut b as *mut u8).cast(), 1);
+                libc::_exit(0);
+            }
+        }
+        // SAFETY: closing our read end.
+        unsafe { libc::close(fds[0]) };
+        drop(self);
+        // SAFETY: closing the write end releases the child.
+        unsafe { libc::close(fds[1]) };
+        if pid < 0 {
+            return Err(std::io::Error::last_os_error()).context("fork");
+        }
+        Ok(pid as u32)
     }
 
     pub fn attached(&self) -> impl Iterator<Item = &AttachReport> {

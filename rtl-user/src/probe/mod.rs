@@ -1,6 +1,7 @@
 //! The probes: which APIs ([`apis`]), where ([`library`], [`symbols`]), the kernel objects
 //! ([`loader`]) and tracefs ([`tracefs`]).
 pub mod apis;
+pub mod btf;
 pub mod library;
 pub mod loader;
 pub mod symbols;

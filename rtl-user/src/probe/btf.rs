@@ -1,0 +1,168 @@
+//! Just enough of the kernel's BTF (`/sys/kernel/btf/vmlinux`) to find a struct member's
+//! offset: `task_struct.thread.fsbase`, which the entry probe reads so that the HIP profiler's
+//! thread ids (a hash of `pthread_self()`, which is the fs base) can be matched to our threads.
+//!
+//! Format: a header, then type records (kind-dependent sizes), then a string table.
+
+use anyhow::{bail, Context, Result};
+
+const MAGIC: u16 = 0xeb9f;
+
+const KIND_INT: u32 = 1;
+const KIND_ARRAY: u32 = 3;
+const KIND_STRUCT: u32 = 4;
+const KIND_UNION: u32 = 5;
+const KIND_ENUM: u32 = 6;
+const KIND_TYPEDEF: u32 = 8;
+const KIND_VOLATILE: u32 = 9;
+const KIND_CONST: u32 = 10;
+const KIND_RESTRICT: u32 = 11;
+const KIND_FUNC_PROTO: u32 = 13;
+const KIND_VAR: u32 = 14;
+const KIND_DATASEC: u32 = 15;
+const KIND_DECL_TAG: u32 = 17;
+const KIND_TYPE_TAG: u32 = 18;
+const KIND_ENUM64: u32 = 19;
+
+struct Member {
+    name_off: u32,
+    type_id: u32,
+    bit_offset: u32,
+}
+
+struct Type {
+    name_off: u32,
+    kind: u32,
+    /// Size (structs) or referenced type (typedefs, modifiers).
+    size_or_type: u32,
+    members: Vec<Member>,
+}
+
+pub struct Btf {
+    types: Vec<Type>,
+    strings: Vec<u8>,
+}
+
+fn u32_at(b: &[u8], off: usize) -> Result<u32> {
+    let s = b.get(off..off + 4).context("BTF truncated")?;
+    Ok(u32::from_le_bytes(s.try_into().unwrap()))
+}
+
+impl Btf {
+    pub fn from_sys_fs() -> Result<Self> {
+        let data = std::fs::read("/sys/kernel/btf/vmlinux").context("reading /sys/kernel/btf/vmlinux")?;
+        Self::parse(&data)
+    }
+
+    pub fn parse(b: &[u8]) -> Result<Self> {
+        if b.len() < 24 || u16::from_le_bytes([b[0], b[1]]) != MAGIC {
+            bail!("not little-endian BTF");
+        }
+        let hdr_len = u32_at(b, 4)? as usize;
+        let (type_off, type_len) = (u32_at(b, 8)? as usize, u32_at(b, 12)? as usize);
+        let (str_off, str_len) = (u32_at(b, 16)? as usize, u32_at(b, 20)? as usize);
+        let tstart = hdr_len.checked_add(type_off).context("BTF header")?;
+        let tend = tstart.checked_add(type_len).context("BTF header")?;
+        let sstart = hdr_len.checked_add(str_off).context("BTF header")?;
+        let strings = b.get(sstart..sstart.checked_add(str_len).context("BTF header")?).context("BTF strings")?.to_vec();
+        let mut types = vec![Type { name_off: 0, kind: 0, size_or_type: 0, members: Vec::new() }]; // id 0 = void
+        let mut off = tstart;
+        while off < tend {
+            let name_off = u32_at(b, off)?;
+            let info = u32_at(b, off + 4)?;
+            let size_or_type = u32_at(b, off + 8)?;
+            off += 12;
+            let vlen = (info & 0xffff) as usize;
+            let kind = (info >> 24) & 0x1f;
+            let kflag = info >> 31 == 1;
+            let mut members = Vec::new();
+            match kind {
+                KIND_INT | KIND_VAR | KIND_DECL_TAG => off += 4,
+                KIND_ARRAY => off += 12,
+                KIND_STRUCT | KIND_UNION => {
+                    for _ in 0..vlen {
+                        let m_off = u32_at(b, off + 8)?;
+                        members.push(Member {
+                            name_off: u32_at(b, off)?,
+                            type_id: u32_at(b, off + 4)?,
+                            bit_offset: if kflag { m_off & 0xff_ffff } else { m_off },
+                        });
+                        off += 12;
+                    }
+                }
+                KIND_ENUM | KIND_FUNC_PROTO => off += 8 * vlen,
+                KIND_DATASEC | KIND_ENUM64 => off += 12 * vlen,
+                _ => {}
+            }
+            types.push(Type { name_off, kind, size_or_type, members });
+        }
+        Ok(Self { types, strings })
+    }
+
+    fn name(&self, off: u32) -> &[u8] {
+        let s = self.strings.get(off as usize..).unwrap_or(&[]);
+        &s[..s.iter().position(|&c| c == 0).unwrap_or(s.len())]
+    }
+
+    /// Follows typedefs and qualifiers to the underlying type id.
+    fn resolve(&self, mut id: u32) -> u32 {
+        for _ in 0..32 {
+            match self.types.get(id as usize) {
+                Some(t) if matches!(t.kind, KIND_TYPEDEF | KIND_VOLATILE | KIND_CONST | KIND_RESTRICT | KIND_TYPE_TAG) => {
+                    id = t.size_or_type
+                }
+                _ => break,
+            }
+        }
+        id
+    }
+
+    fn struct_named(&self, name: &str) -> Option<u32> {
+        self.types
+            .iter()
+            .position(|t| t.kind == KIND_STRUCT && !t.members.is_empty() && self.name(t.name_off) == name.as_bytes())
+            .map(|i| i as u32)
+    }
+
+    /// Byte offset of a dotted member path in a struct, e.g. ("task_struct", "thread.fsbase").
+    pub fn member_offset(&self, strukt: &str, path: &str) -> Result<u64> {
+        let mut id = self.struct_named(strukt).with_context(|| format!("BTF has no struct {strukt}"))?;
+        let mut bits = 0u64;
+        for part in path.split('.') {
+            let t = self.types.get(id as usize).context("bad BTF type id")?;
+            let m = t
+                .members
+                .iter()
+                .find(|m| self.name(m.name_off) == part.as_bytes())
+                .with_context(|| format!("BTF: no member {part} in {strukt}.{path}"))?;
+            bits += m.bit_offset as u64;
+            id = self.resolve(m.type_id);
+        }
+        if bits % 8 != 0 {
+            bail!("{strukt}.{path} is a bitfield");
+        }
+        Ok(bits / 8)
+    }
+}
+
+/// Offset of `thread.fsbase` in `task_struct` on this kernel (x86-64).
+pub fn fsbase_offset() -> Result<u64> {
+    Btf::from_sys_fs()?.member_offset("task_struct", "thread.fsbase")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_fsbase_on_this_kernel() {
+        let off = fsbase_offset().expect("kernel BTF at /sys/kernel/btf/vmlinux is required");
+        assert!(off > 0 && off < 16384, "implausible offset {off}");
+    }
+
+    #[test]
+    fn rejects_garbage() {
+        assert!(Btf::parse(b"").is_err());
+        assert!(Btf::parse(&[0x9f, 0xeb, 1, 0, 24, 0, 0, 0, 0, 0, 0, 0, 255, 255, 255, 255, 0, 0, 0, 0, 0, 0, 0, 0]).is_err());
+    }
+}

@@ -1,0 +1,175 @@
+//! Shared helpers of the collector's integration tests. They run the real `rtl-ebpf` binary as
+//! root against Debian's real libamdhip64 and the workloads of tests/workloads (built by
+//! `cargo xtask test`); none of them skips: a missing prerequisite fails the test loudly.
+
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use rusqlite::Connection;
+use serde_json::Value;
+
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+pub fn rtl() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_rtl-ebpf"))
+}
+
+pub fn workload(name: &str) -> PathBuf {
+    let p = root().join("tests/workloads/build").join(name);
+    assert!(p.exists(), "workload {} is not built: run `make -C tests/workloads` (cargo xtask test does)", p.display());
+    p
+}
+
+pub fn require_root() {
+    // SAFETY: no preconditions.
+    assert_eq!(unsafe { libc::geteuid() }, 0, "these tests load eBPF programs: run them as root (cargo xtask test)");
+}
+
+pub fn tmpdir() -> tempfile::TempDir {
+    tempfile::tempdir().unwrap()
+}
+
+/// Runs rtl-ebpf with args; returns its output.
+pub fn rtl_run(args: &[&str]) -> Output {
+    Command::new(rtl()).args(args).output().expect("cannot run rtl-ebpf")
+}
+
+/// Starts rtl-ebpf and waits until it has attached (its "functions probed" line).
+pub fn rtl_start(args: &[&str]) -> Child {
+    let mut c = Command::new(rtl()).args(args).stderr(Stdio::piped()).stdout(Stdio::null()).spawn().unwrap();
+    let mut r = BufReader::new(c.stderr.take().unwrap());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut line = String::new();
+    loop {
+        line.clear();
+        let n = r.read_line(&mut line).unwrap();
+        assert!(n > 0 && Instant::now() < deadline, "rtl-ebpf exited before attaching");
+        if line.contains("functions probed") {
+            break;
+        }
+    }
+    std::thread::spawn(move || {
+        let mut s = String::new();
+        while r.read_line(&mut s).unwrap_or(0) > 0 {
+            eprint!("[rtl-ebpf] {s}");
+            s.clear();
+        }
+    });
+    c
+}
+
+pub fn signal(pid: u32, sig: i32) {
+    // SAFETY: plain kill.
+    unsafe { libc::kill(pid as i32, sig) };
+}
+
+pub fn wait_exit(c: &mut Child, secs: u64) -> std::process::ExitStatus {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(s) = c.try_wait().unwrap() {
+            return s;
+        }
+        assert!(Instant::now() < deadline, "process {} did not exit in {secs} s", c.id());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Stops a tracer with SIGINT and checks it exited cleanly.
+pub fn rtl_stop(mut c: Child) {
+    signal(c.id(), libc::SIGINT);
+    let s = wait_exit(&mut c, 60);
+    assert!(s.success(), "rtl-ebpf exited with {s}");
+}
+
+/// Reads a JSON-lines truth file.
+pub fn truth(path: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("truth file {}: {e}", path.display()));
+    text.lines().filter(|l| !l.trim().is_empty()).map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+/// Truth records of API calls (not summaries / markers-skipped notes).
+pub fn truth_calls(t: &[Value]) -> Vec<&Value> {
+    t.iter().filter(|v| v.get("api").is_some() && v.get("start_ns").is_some()).collect()
+}
+
+/// One traced API call, with everything the tests compare.
+#[derive(Debug, Clone)]
+pub struct TracedCall {
+    pub id: i64,
+    pub pid: u32,
+    pub tid: u32,
+    pub start: i64,
+    pub end: i64,
+    pub name: String,
+    pub ret: Option<i64>,
+    pub status: i64,
+    pub a: [Option<i64>; 4],
+}
+
+pub fn traced_calls(db: &Path) -> Vec<TracedCall> {
+    let c = Connection::open(db).unwrap();
+    let mut st = c
+        .prepare(
+            "SELECT a.id, a.pid, a.tid, a.start, a.end, s.string, r.ret, coalesce(r.status, 0), r.a0, r.a1, r.a2, r.a3 \
+             FROM rocpd_api a JOIN rocpd_string s ON s.id = a.apiName_id LEFT JOIN rtl_api r ON r.api_id = a.id ORDER BY a.id",
+        )
+        .unwrap();
+    st.query_map([], |r| {
+        Ok(TracedCall {
+            id: r.get(0)?,
+            pid: r.get(1)?,
+            tid: r.get(2)?,
+            start: r.get(3)?,
+            end: r.get(4)?,
+            name: r.get(5)?,
+            ret: r.get(6)?,
+            status: r.get(7)?,
+            a: [r.get(8)?, r.get(9)?, r.get(10)?, r.get(11)?],
+        })
+    })
+    .unwrap()
+    .map(Result::unwrap)
+    .collect()
+}
+
+pub fn meta(db: &Path, tag: &str) -> Option<String> {
+    let c = Connection::open(db).unwrap();
+    c.query_row("SELECT value FROM rocpd_metadata WHERE tag = ?1", [tag], |r| r.get(0)).ok()
+}
+
+/// Checks that every truth call is in the trace exactly once, on the right pid/tid, inside the
+/// workload's own timing of it, with the right return value; returns the matched pairs.
+pub fn match_truth<'a>(truth: &[&'a Value], calls: &'a [TracedCall]) -> Vec<(&'a Value, &'a TracedCall)> {
+    let mut by_thread: HashMap<(u32, u32, &str), Vec<&TracedCall>> = HashMap::new();
+    for c in calls {
+        by_thread.entry((c.pid, c.tid, c.name.as_str())).or_default().push(c);
+    }
+    let mut used = std::collections::HashSet::new();
+    let mut out = Vec::new();
+    for t in truth {
+        let pid = t["pid"].as_u64().unwrap() as u32;
+        let tid = t["tid"].as_u64().unwrap() as u32;
+        let api = t["api"].as_str().unwrap();
+        let (s, e) = (t["start_ns"].as_i64().unwrap(), t["end_ns"].as_i64().unwrap());
+        let cands = by_thread.get(&(pid, tid, api)).unwrap_or_else(|| panic!("no traced {api} on {pid}/{tid}: truth {t}"));
+        let c = cands
+            .iter()
+            .find(|c| !used.contains(&c.id) && c.start >= s && c.end <= e)
+            .unwrap_or_else(|| panic!("truth call {t} has no traced call inside [{s}, {e}] on {pid}/{tid}"));
+        used.insert(c.id);
+        assert!(c.start <= c.end, "entry after exit: {c:?}");
+        assert_eq!(c.status, 0, "call not closed normally: {c:?}");
+        if let Some(ret) = t["ret"].as_i64() {
+            assert_eq!(c.ret.unwrap_or(0), ret, "return value of {t} vs {c:?}");
+        }
+        out.push((*t, *c));
+    }
+    out
+}

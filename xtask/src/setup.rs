@@ -1,0 +1,91 @@
+//! Installs what a fresh machine lacks, idempotently (see shared toolchain notes mirrored in
+//! docs/building.md): Debian packages, the nightly toolchain's rust-src, bpf-linker built
+//! against LLVM 22, and the Python packages the Perfetto check uses.
+
+use anyhow::{bail, Result};
+
+use crate::util::cmd;
+
+/// Debian packages: the eBPF build chain (LLVM 22 matches the nightly's LLVM), the real ROCm
+/// runtime and headers the workloads and simulator build against, hipcc for real kernels,
+/// and tools the tests cross-check with.
+const APT_PACKAGES: &[&str] = &[
+    "llvm-22-dev",
+    "libclang-22-dev",
+    "zlib1g-dev",
+    "libzstd-dev",
+    "libamdhip64-5",
+    "libamdhip64-dev",
+    "libhsa-runtime-dev",
+    "hipcc",
+    "bpftool",
+    "sqlite3",
+    "make",
+    "g++",
+    "bpftrace",
+];
+
+const PIP_PACKAGES: &[&str] = &["perfetto", "protobuf"];
+
+pub fn run() -> Result<()> {
+    apt()?;
+    rust()?;
+    pip()?;
+    Ok(())
+}
+
+fn apt() -> Result<()> {
+    let missing: Vec<&str> = APT_PACKAGES
+        .iter()
+        .copied()
+        .filter(|p| !cmd("dpkg-query").args(["-W", "-f=${Status}", p]).output().is_ok_and(|s| s.contains("install ok installed")))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    eprintln!("xtask setup: installing Debian packages: {}", missing.join(" "));
+    cmd("apt-get").arg("update").env("DEBIAN_FRONTEND", "noninteractive").run()?;
+    cmd("apt-get")
+        .args(["install", "-y", "--no-install-recommends"])
+        .args(&missing)
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .run()
+}
+
+fn rust() -> Result<()> {
+    let toolchains = cmd("rustup").args(["toolchain", "list"]).output()?;
+    if !toolchains.lines().any(|l| l.starts_with("nightly")) {
+        eprintln!("xtask setup: installing the nightly toolchain");
+        cmd("rustup").args(["toolchain", "install", "nightly", "--profile", "minimal"]).run()?;
+    }
+    let comps = cmd("rustup").args(["component", "list", "--installed", "--toolchain", "nightly"]).output()?;
+    if !comps.lines().any(|l| l.starts_with("rust-src")) {
+        eprintln!("xtask setup: adding rust-src to nightly");
+        cmd("rustup").args(["component", "add", "rust-src", "--toolchain", "nightly"]).run()?;
+    }
+    if !cmd("bpf-linker").arg("--version").ok() {
+        eprintln!("xtask setup: building bpf-linker 0.13 against LLVM 22 (1-2 minutes)");
+        let path = format!("/usr/lib/llvm-22/bin:{}", std::env::var("PATH").unwrap_or_default());
+        cmd("cargo")
+            .args(["install", "bpf-linker", "--version", "0.13.0", "--locked", "--no-default-features", "--features", "llvm-22"])
+            .env("PATH", path)
+            .run()?;
+        if !cmd("bpf-linker").arg("--version").ok() {
+            bail!("bpf-linker was installed but is not on PATH: add ~/.cargo/bin to PATH");
+        }
+    }
+    Ok(())
+}
+
+fn pip() -> Result<()> {
+    let have = cmd("python3").args(["-c", "import perfetto.protos.perfetto.trace.perfetto_trace_pb2, google.protobuf"]).ok();
+    if have {
+        return Ok(());
+    }
+    eprintln!("xtask setup: installing Python packages: {}", PIP_PACKAGES.join(" "));
+    let mut c = cmd("python3").args(["-m", "pip", "install", "--quiet"]);
+    if cmd("python3").args(["-m", "pip", "install", "--help"]).output().is_ok_and(|h| h.contains("break-system-packages")) {
+        c = c.arg("--break-system-packages");
+    }
+    c.args(PIP_PACKAGES).run()
+}
