@@ -228,7 +228,10 @@ fn merge_per_process_files_of_one_run() {
 fn merge_refuses_output_among_inputs() {
     let d = tmpdir();
     let a = sample_trace(&d.path().join("a.db"), "nodeA", 0);
-    let e = format!("{:#}", merge(&[a.clone()], &a, false).unwrap_err());
+    let e = format!(
+        "{:#}",
+        merge(std::slice::from_ref(&a), &a, false).unwrap_err()
+    );
     assert!(e.contains("also an input"), "{e}");
     assert!(format!(
         "{:#}",

@@ -213,7 +213,7 @@ fn check_json(doc: &Value, db: &Path) -> (usize, usize, usize) {
                 stack.pop();
             }
             assert!(
-                stack.last().map_or(true, |&top| top >= e),
+                stack.last().is_none_or(|&top| top >= e),
                 "track {k:?}: [{s}, {e}] overlaps its parent partially"
             );
             stack.push(e);
@@ -231,7 +231,8 @@ fn check_json(doc: &Value, db: &Path) -> (usize, usize, usize) {
             _ => {}
         }
     }
-    let mut by_track: HashMap<(i64, i64), Vec<(i64, i64, &str)>> = HashMap::new();
+    type Spans<'a> = Vec<(i64, i64, &'a str)>;
+    let mut by_track: HashMap<(i64, i64), Spans> = HashMap::new();
     for e in &x {
         let s = ns(&e["ts"]);
         by_track

@@ -80,7 +80,7 @@ impl Lanes {
             while st.last().is_some_and(|&e| e <= start) {
                 st.pop();
             }
-            if st.last().map_or(true, |&e| e >= end) {
+            if st.last().is_none_or(|&e| e >= end) {
                 st.push(end);
                 return (i, new_track);
             }
@@ -402,7 +402,7 @@ pub(crate) fn emit(conn: &Connection, sink: &mut dyn Sink) -> Result<()> {
         .collect::<Result<Vec<_>, _>>()?;
     // Place each marker: its API's thread, else the process named by queueId, else a global track.
     let known: std::collections::HashSet<i64> = pids.iter().copied().collect();
-    let mut placed: Vec<(i64, i64, i64, i64, i64, String, (&'static str, i64))> = markers
+    let mut placed: Vec<Marker> = markers
         .drain(..)
         .map(|(id, s, e, d, q, pid, tid)| {
             let (pid, tid) = match (pid, tid) {
@@ -475,6 +475,9 @@ pub(crate) fn emit(conn: &Connection, sink: &mut dyn Sink) -> Result<()> {
     Ok(())
 }
 
+/// A roctx slice: (pid, tid, start, end, name id, text, (arg name, id)).
+type Marker = (i64, i64, i64, i64, i64, String, (&'static str, i64));
+
 /// Name ids of roctx texts that are not in rocpd_string (API-derived ranges): above this.
 pub(crate) const ROCTX_NAME_BASE: i64 = 1 << 40;
 
@@ -482,9 +485,7 @@ pub(crate) const ROCTX_NAME_BASE: i64 = 1 << 40;
 /// (text = the push's argument text); roctxMark* become zero-length slices; RPD-style
 /// `UserMarker` API rows are ranges as they are. Only roctx rows are
 /// read (an index-less scan filtered in SQL).
-fn roctx_from_apis(
-    conn: &Connection,
-) -> Result<Vec<(i64, i64, i64, i64, i64, String, (&'static str, i64))>> {
+fn roctx_from_apis(conn: &Connection) -> Result<Vec<Marker>> {
     let mut st = conn.prepare(
         "SELECT a.id, a.pid, a.tid, a.start, a.end, s.string, coalesce(u.string, '')
          FROM rocpd_api a JOIN rocpd_string s ON s.id = a.apiName_id LEFT JOIN rocpd_ustring u ON u.id = a.args_id
@@ -493,7 +494,8 @@ fn roctx_from_apis(
     )?;
     let mut rows = st.query([])?;
     let mut out = vec![];
-    let mut stacks: HashMap<(i64, i64), Vec<(i64, i64, String)>> = HashMap::new();
+    type Open = Vec<(i64, i64, String)>;
+    let mut stacks: HashMap<(i64, i64), Open> = HashMap::new();
     let mut ids: HashMap<String, i64> = HashMap::new();
     let mut name_id = |t: &str| -> i64 {
         let n = ids.len() as i64;

@@ -245,7 +245,7 @@ fn plan(conn: &Connection) -> Result<(MigrateReport, Vec<Step>)> {
             .rtl_version_before
             .as_deref()
             .and_then(|v| v.parse::<i64>().ok())
-            .map_or(true, |v| v < schema::RTL_SCHEMA_VERSION);
+            .is_none_or(|v| v < schema::RTL_SCHEMA_VERSION);
         if older {
             report.changes.push(format!(
                 "set rtl_schema_version {} -> {rtl_now}",

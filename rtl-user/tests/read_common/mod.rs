@@ -1,5 +1,5 @@
 //! Small hand-built traces for the read_* tests (schema from rtl_user::trace::schema).
-#![allow(dead_code)]
+#![allow(dead_code, clippy::too_many_arguments)]
 
 use std::path::{Path, PathBuf};
 
