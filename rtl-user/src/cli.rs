@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::probe::library::Runtime;
 use crate::probe::loader::ApiSelection;
 
 const ABOUT: &str = "Trace what every process asks of the GPU: HIP API calls timed by eBPF uprobes \
@@ -87,11 +88,14 @@ pub enum Command {
     },
     /// List the APIs that would be probed in a library, and those it lacks.
     ListApis {
-        /// Library to inspect (default: the installed libamdhip64).
+        /// Library to inspect (default: the runtime's installed library, libamdhip64 or libcuda).
         #[arg(long)]
         lib: Option<PathBuf>,
         #[arg(long, default_value = "default")]
         apis: ApiSelection,
+        /// Which runtime's table and default library.
+        #[arg(long, value_enum, default_value_t = Runtime::Hip)]
+        runtime: Runtime,
     },
 }
 
@@ -110,8 +114,14 @@ pub struct TraceOpts {
     #[arg(long, value_name = "SECS", value_parser = parse_duration)]
     pub duration: Option<f64>,
 
-    /// APIs to probe: `default` (curated, no trivial getters), `all` (every exported hip*
-    /// function), or a comma-separated list of names.
+    /// GPU runtime to trace: `hip` (libamdhip64, roctx) or `cuda` (libcuda driver API, NVTX;
+    /// libcudart by name with --apis). Libraries are found in the runtime's install paths, the
+    /// command's Python environment (CUDA wheels) and what the traced processes map.
+    #[arg(long, value_enum, default_value_t = Runtime::Hip)]
+    pub runtime: Runtime,
+
+    /// APIs to probe: `default` (curated, no trivial getters), `all` (every exported hip* /
+    /// cu* / cuda* / nvtx* function), or a comma-separated list of names.
     #[arg(long, default_value = "default")]
     pub apis: ApiSelection,
 

@@ -55,8 +55,8 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             eprintln!("rtl-ebpf: merged {} traces into {}: {stats:?}", inputs.len(), output.display());
             Ok(0)
         }
-        Some(Command::ListApis { lib, apis }) => {
-            rtl_user::probe::list_apis(lib.as_deref(), &apis)?;
+        Some(Command::ListApis { lib, apis, runtime }) => {
+            rtl_user::probe::list_apis(lib.as_deref(), &apis, runtime)?;
             Ok(0)
         }
     }

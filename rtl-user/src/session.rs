@@ -23,7 +23,7 @@ use crate::collect::decode::{decode, Event};
 use crate::error::Fatal;
 use crate::join::rows::Row;
 use crate::join::Joiner;
-use crate::probe::library::{self, LibKind, LibraryFile};
+use crate::probe::library::{self, LibKind, LibraryFile, Runtime};
 use crate::probe::loader::{LoadOptions, Probes};
 use crate::probe::tracefs;
 use crate::trace::writer::{TraceWriter, WriterStats};
@@ -101,20 +101,31 @@ pub fn run(mode: Mode, opts: &TraceOpts) -> Result<Outcome> {
         Mode::Pids(p) => {
             for &pid in p {
                 let found = library::mapped_by(pid).map_err(|e| anyhow!(Fatal::NoProcess(format!("PID {pid}: {e:#}"))))?;
-                if !found.iter().any(|l| l.kind == LibKind::Hip) && opts.libs.is_empty() {
+                if !found.iter().any(|l| l.kind == opts.runtime.primary()) && opts.libs.is_empty() {
                     return Err(anyhow!(Fatal::NoProcess(format!(
-                        "PID {pid} maps no libamdhip64 (not a HIP process, or it has not loaded the runtime yet); pass --lib PATH to probe a library anyway"
+                        "PID {pid} maps no {} (not a {} process, or it has not loaded the runtime yet); pass --lib PATH to probe a library anyway",
+                        opts.runtime.library_name(),
+                        runtime_name(opts.runtime),
                     ))));
                 }
                 libs.extend(found);
             }
-            libs.extend(library::installed(None, &opts.libs).into_iter().filter(|l| opts.libs.iter().any(|p| *p == l.path)));
+            libs.extend(
+                library::installed_for(opts.runtime, None, &opts.libs, None)
+                    .into_iter()
+                    .filter(|l| opts.libs.iter().any(|p| *p == l.path)),
+            );
         }
         Mode::All => {
-            libs.extend(library::installed(None, &opts.libs));
+            libs.extend(library::installed_for(opts.runtime, None, &opts.libs, None));
             libs.extend(library::mapped_anywhere());
         }
-        Mode::Run(_) => libs.extend(library::installed(child_env_ld.as_deref(), &opts.libs)),
+        Mode::Run(cmd) => libs.extend(library::installed_for(
+            opts.runtime,
+            child_env_ld.as_deref(),
+            &opts.libs,
+            cmd.first().map(String::as_str),
+        )),
     }
 
     let mut writer = TraceWriter::create(&opts.output, opts.force)?;
@@ -145,6 +156,8 @@ pub fn run(mode: Mode, opts: &TraceOpts) -> Result<Outcome> {
     };
     // `run` preloads the agent into the command, and probes its hand-off function.
     let agent = match (&mode, opts.gpu.as_str()) {
+        // The agent's GPU sources are HIP's; CUDA is traced CPU side only.
+        _ if opts.runtime == Runtime::Cuda => None,
         (Mode::Run(_), "none") | (Mode::Pids(_) | Mode::All, _) => None,
         (Mode::Run(_), _) => Some(find_agent(opts)?),
     };
@@ -158,6 +171,7 @@ pub fn run(mode: Mode, opts: &TraceOpts) -> Result<Outcome> {
             trace_all: matches!(mode, Mode::All),
             follow_forks: matches!(mode, Mode::Run(_)),
             fsbase_offset,
+            runtime: opts.runtime,
         },
         opts.apis.clone(),
     )?;
@@ -173,7 +187,7 @@ pub fn run(mode: Mode, opts: &TraceOpts) -> Result<Outcome> {
     let total: usize = probes.attached().map(|r| r.probed).sum();
     say(format!("{total} functions probed (entry + return) in {} libraries in {attach_ms:.0} ms", probes.attached().count()));
     if total == 0 && !matches!(mode, Mode::All | Mode::Run(_)) {
-        return Err(anyhow!(Fatal::NoProcess("no HIP library could be probed".into())));
+        return Err(anyhow!(Fatal::NoProcess(format!("no {} library could be probed", runtime_name(opts.runtime)))));
     }
     writer.set_meta("attach_ms", &format!("{attach_ms:.1}"))?;
     let ringbuf = probes.take_ringbuf()?;
@@ -545,6 +559,13 @@ fn reap(pid: libc::pid_t) -> Option<i32> {
         Some(128 + libc::WTERMSIG(status))
     } else {
         None
+    }
+}
+
+fn runtime_name(r: Runtime) -> &'static str {
+    match r {
+        Runtime::Hip => "HIP",
+        Runtime::Cuda => "CUDA",
     }
 }
 

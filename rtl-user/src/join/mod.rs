@@ -206,7 +206,7 @@ impl Joiner {
                 }
                 _ => {}
             }
-            if name.as_ref() == "hipModuleGetFunction" {
+            if matches!(name.as_ref(), "hipModuleGetFunction" | "cuModuleGetFunction" | "cuLibraryGetKernel") {
                 if let (Some(f), Some(text)) = (call.out, &call.open.text) {
                     self.kernel_names.insert((pid, f), demangle(text));
                 }

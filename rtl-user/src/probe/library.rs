@@ -22,6 +22,49 @@ pub enum LibKind {
     Roctx,
     /// librtl_agent.so: our in-process agent (its publish function is probed).
     Agent,
+    /// libcuda.so*: the CUDA driver.
+    Cuda,
+    /// libcudart.so*: the CUDA runtime (PyTorch maps its wheel's own copy).
+    Cudart,
+    /// libnvToolsExt.so* / libnvtx3interop.so*: NVTX markers.
+    Nvtx,
+}
+
+/// Which GPU runtime a session traces (`--runtime`): the libraries it looks for and probes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, clap::ValueEnum)]
+pub enum Runtime {
+    /// HIP (libamdhip64) and roctx.
+    #[default]
+    Hip,
+    /// CUDA: the driver (libcuda), the runtime (libcudart) and NVTX.
+    Cuda,
+}
+
+impl Runtime {
+    /// Does this runtime probe libraries of that kind? (The agent serves both.)
+    pub fn probes(self, kind: LibKind) -> bool {
+        match kind {
+            LibKind::Agent => true,
+            LibKind::Hip | LibKind::Roctx => self == Self::Hip,
+            LibKind::Cuda | LibKind::Cudart | LibKind::Nvtx => self == Self::Cuda,
+        }
+    }
+
+    /// The library every process of this runtime maps (`attach --pid` requires it).
+    pub fn primary(self) -> LibKind {
+        match self {
+            Self::Hip => LibKind::Hip,
+            Self::Cuda => LibKind::Cuda,
+        }
+    }
+
+    /// Its name in messages: the primary library's.
+    pub fn library_name(self) -> &'static str {
+        match self {
+            Self::Hip => "libamdhip64",
+            Self::Cuda => "libcuda",
+        }
+    }
 }
 
 impl LibKind {
@@ -35,6 +78,12 @@ impl LibKind {
             Some(Self::Roctx)
         } else if name.starts_with("librtl_agent") && name.contains(".so") {
             Some(Self::Agent)
+        } else if name.starts_with("libcuda.so") {
+            Some(Self::Cuda)
+        } else if name.starts_with("libcudart.so") {
+            Some(Self::Cudart)
+        } else if name.starts_with("libnvToolsExt.so") || name.starts_with("libnvtx3interop.so") {
+            Some(Self::Nvtx)
         } else {
             None
         }
@@ -113,31 +162,119 @@ pub fn mapped_by(pid: u32) -> Result<Vec<LibraryFile>> {
     Ok(out)
 }
 
-/// Libraries in the usual install paths, the `LD_LIBRARY_PATH` given, and the extra paths.
+/// HIP libraries in the usual install paths, the `LD_LIBRARY_PATH` given, and the extra paths.
 pub fn installed(ld_library_path: Option<&str>, extra: &[PathBuf]) -> Vec<LibraryFile> {
+    installed_for(Runtime::Hip, ld_library_path, extra, None)
+}
+
+/// Directories of `runtime`'s libraries: `LD_LIBRARY_PATH`, the usual install paths, and for
+/// CUDA the wheel libraries (`site-packages/nvidia/*/lib`) of the Python environment `command`
+/// runs in (PyTorch maps its wheel's libcudart, not the system one).
+pub fn search_dirs(runtime: Runtime, ld_library_path: Option<&str>, command: Option<&str>) -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = Vec::new();
     if let Some(lp) = ld_library_path {
         dirs.extend(lp.split(':').filter(|d| !d.is_empty()).map(PathBuf::from));
     }
-    dirs.extend(
-        ["/opt/rocm/lib", "/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/local/lib", "/usr/lib"]
-            .iter()
-            .map(PathBuf::from),
-    );
-    if let Ok(rd) = fs::read_dir("/opt") {
-        for e in rd.flatten() {
-            let n = e.file_name();
-            if n.to_string_lossy().starts_with("rocm") {
-                dirs.push(e.path().join("lib"));
+    let subdirs = |dir: &str, prefix: &str, sub: &str| -> Vec<PathBuf> {
+        let Ok(rd) = fs::read_dir(dir) else { return Vec::new() };
+        let mut v: Vec<PathBuf> = rd
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with(prefix))
+            .map(|e| e.path().join(sub))
+            .collect();
+        v.sort();
+        v
+    };
+    match runtime {
+        Runtime::Hip => {
+            dirs.extend(
+                ["/opt/rocm/lib", "/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/local/lib", "/usr/lib"]
+                    .iter()
+                    .map(PathBuf::from),
+            );
+            dirs.extend(subdirs("/opt", "rocm", "lib"));
+        }
+        Runtime::Cuda => {
+            dirs.extend(
+                [
+                    "/usr/lib/x86_64-linux-gnu",
+                    "/usr/lib64",
+                    "/usr/lib",
+                    "/usr/local/nvidia/lib64",
+                    "/usr/local/cuda/lib64",
+                    "/usr/local/cuda/targets/x86_64-linux/lib",
+                ]
+                .iter()
+                .map(PathBuf::from),
+            );
+            dirs.extend(subdirs("/usr/local", "cuda-", "targets/x86_64-linux/lib"));
+            let mut envs: Vec<PathBuf> = Vec::new();
+            envs.extend(command.and_then(python_env_of));
+            for var in ["VIRTUAL_ENV", "CONDA_PREFIX"] {
+                envs.extend(std::env::var_os(var).map(PathBuf::from));
+            }
+            for env in envs {
+                dirs.push(env.join("lib"));
+                for sp in site_packages(&env) {
+                    if let Ok(rd) = fs::read_dir(sp.join("nvidia")) {
+                        let mut v: Vec<PathBuf> = rd.flatten().map(|e| e.path().join("lib")).collect();
+                        v.sort();
+                        dirs.extend(v);
+                    }
+                }
             }
         }
     }
+    let mut seen = HashSet::new();
+    dirs.retain(|d| seen.insert(d.clone()));
+    dirs
+}
+
+/// The environment prefix (venv or conda) a command's program lives in: `<prefix>/bin/python3`
+/// -> `<prefix>`, when that prefix has a `lib/python3*/site-packages`. The program is looked up
+/// in `PATH` when it has no slash.
+pub fn python_env_of(command: &str) -> Option<PathBuf> {
+    let prog = if command.contains('/') {
+        PathBuf::from(command)
+    } else {
+        std::env::var_os("PATH")
+            .map(|p| std::env::split_paths(&p).map(|d| d.join(command)).find(|c| c.is_file()))??
+    };
+    // A venv's bin/python is a symlink to the base interpreter: keep the venv's own path.
+    let prog = if prog.is_absolute() { prog } else { std::env::current_dir().ok()?.join(prog) };
+    let prefix = prog.parent()?.parent()?.to_path_buf();
+    (!site_packages(&prefix).is_empty()).then_some(prefix)
+}
+
+fn site_packages(prefix: &Path) -> Vec<PathBuf> {
+    let mut v = Vec::new();
+    for lib in ["lib", "lib64"] {
+        if let Ok(rd) = fs::read_dir(prefix.join(lib)) {
+            for e in rd.flatten() {
+                let sp = e.path().join("site-packages");
+                if e.file_name().to_string_lossy().starts_with("python") && sp.is_dir() {
+                    v.push(sp);
+                }
+            }
+        }
+    }
+    v.sort();
+    v
+}
+
+/// `runtime`'s libraries in [`search_dirs`], and the extra paths (`--lib`).
+pub fn installed_for(
+    runtime: Runtime,
+    ld_library_path: Option<&str>,
+    extra: &[PathBuf],
+    command: Option<&str>,
+) -> Vec<LibraryFile> {
     let mut out = Vec::new();
-    for d in dirs {
+    for d in search_dirs(runtime, ld_library_path, command) {
         let Ok(rd) = fs::read_dir(&d) else { continue };
         for e in rd.flatten() {
             let p = e.path();
-            if let Some(kind) = LibKind::of(&p) {
+            if let Some(kind) = LibKind::of(&p).filter(|k| runtime.probes(*k)) {
                 if let Ok(lib) = LibraryFile::open(p.clone(), p.display().to_string(), kind) {
                     out.push(lib);
                 }
@@ -145,7 +282,7 @@ pub fn installed(ld_library_path: Option<&str>, extra: &[PathBuf]) -> Vec<Librar
         }
     }
     for p in extra {
-        let kind = LibKind::of(p).unwrap_or(LibKind::Hip);
+        let kind = LibKind::of(p).unwrap_or(runtime.primary());
         if let Ok(lib) = LibraryFile::open(p.clone(), p.display().to_string(), kind) {
             out.push(lib);
         }
@@ -187,6 +324,51 @@ mod tests {
         assert_eq!(LibKind::of(Path::new("/x/libroctx64.so.4 (deleted)")), Some(LibKind::Roctx));
         assert_eq!(LibKind::of(Path::new("/x/librtl_agent.so")), Some(LibKind::Agent));
         assert_eq!(LibKind::of(Path::new("/x/libc.so.6")), None);
+        assert_eq!(LibKind::of(Path::new("/usr/lib/libcuda.so.1")), Some(LibKind::Cuda));
+        assert_eq!(LibKind::of(Path::new("/usr/local/nvidia/lib64/libcuda.so.580.159.04")), Some(LibKind::Cuda));
+        assert_eq!(
+            LibKind::of(Path::new("/venv/site-packages/nvidia/cu13/lib/libcudart.so.13")),
+            Some(LibKind::Cudart)
+        );
+        assert_eq!(LibKind::of(Path::new("/x/libnvtx3interop.so.1")), Some(LibKind::Nvtx));
+        assert_eq!(LibKind::of(Path::new("/x/libnvToolsExt.so.1")), Some(LibKind::Nvtx));
+        assert_eq!(LibKind::of(Path::new("/x/libcudadebugger.so.1")), None);
+        assert_eq!(LibKind::of(Path::new("/x/libcudnn.so.9")), None);
+    }
+
+    #[test]
+    fn runtimes_split_the_kinds() {
+        use LibKind::*;
+        for k in [Hip, Roctx, Agent] {
+            assert!(Runtime::Hip.probes(k));
+        }
+        for k in [Cuda, Cudart, Nvtx] {
+            assert!(!Runtime::Hip.probes(k));
+            assert!(Runtime::Cuda.probes(k));
+        }
+        assert!(!Runtime::Cuda.probes(Hip) && !Runtime::Cuda.probes(Roctx) && Runtime::Cuda.probes(Agent));
+        assert_eq!(Runtime::default(), Runtime::Hip);
+    }
+
+    #[test]
+    fn cuda_search_finds_the_wheel_libraries_of_the_command_venv() {
+        // A fake venv: bin/python3 and lib/python3.12/site-packages/nvidia/cu13/lib/libcudart.so.13.
+        let d = std::env::temp_dir().join(format!("rtl-venv-{}", std::process::id()));
+        let lib = d.join("lib/python3.12/site-packages/nvidia/cu13/lib");
+        fs::create_dir_all(&lib).unwrap();
+        fs::create_dir_all(d.join("bin")).unwrap();
+        fs::write(d.join("bin/python3"), b"").unwrap();
+        fs::write(lib.join("libcudart.so.13"), b"not an ELF, found by name").unwrap();
+        let py = d.join("bin/python3");
+        assert_eq!(python_env_of(py.to_str().unwrap()), Some(d.clone()));
+        let dirs = search_dirs(Runtime::Cuda, None, py.to_str());
+        assert!(dirs.contains(&lib), "{dirs:?}");
+        assert!(!search_dirs(Runtime::Hip, None, py.to_str()).contains(&lib));
+        let found = installed_for(Runtime::Cuda, None, &[], py.to_str());
+        assert!(found.iter().any(|l| l.path == lib.join("libcudart.so.13") && l.kind == LibKind::Cudart));
+        // Not a Python environment: nothing.
+        assert_eq!(python_env_of("/bin/sh"), None);
+        fs::remove_dir_all(&d).unwrap();
     }
 
     #[test]

@@ -16,7 +16,7 @@ use aya::{Ebpf, EbpfLoader};
 use rtl_common::{config, cookie, counter};
 
 use super::apis::{self, ApiSpec, Lib};
-use super::library::{LibKind, LibraryFile};
+use super::library::{LibKind, LibraryFile, Runtime};
 use super::symbols::Symbols;
 use super::tracefs;
 
@@ -98,12 +98,15 @@ pub struct LoadOptions {
     pub follow_forks: bool,
     /// Byte offset of `thread.fsbase` in `task_struct` (0: do not read it).
     pub fsbase_offset: u64,
+    /// The runtime whose libraries are probed (`--runtime`); others are skipped.
+    pub runtime: Runtime,
 }
 
 pub struct Probes {
     ebpf: Ebpf,
     pub table: ProbeTable,
     selection: ApiSelection,
+    runtime: Runtime,
     attached: HashMap<(u64, u64), AttachReport>,
 }
 
@@ -122,7 +125,8 @@ impl Probes {
             let p: &mut TracePoint = program(&mut ebpf, name)?.try_into()?;
             p.load().map_err(|e| anyhow!("loading eBPF program {name}: {e}"))?;
         }
-        let mut me = Self { ebpf, table: ProbeTable::default(), selection, attached: HashMap::new() };
+        let mut me =
+            Self { ebpf, table: ProbeTable::default(), selection, runtime: opts.runtime, attached: HashMap::new() };
         let fork = tracefs::FORK_FORMAT.read()?;
         me.set_config(config::TRACE_ALL, opts.trace_all as u64)?;
         me.set_config(config::FOLLOW_FORKS, opts.follow_forks as u64)?;
@@ -165,7 +169,7 @@ impl Probes {
     /// Attaches entry and return probes for the selected APIs to one library file (once per
     /// inode; a second call for the same file does nothing and returns None).
     pub fn attach_library(&mut self, lib: &LibraryFile) -> Result<Option<AttachReport>> {
-        if self.is_attached(lib) {
+        if self.is_attached(lib) || !self.runtime.probes(lib.kind) {
             return Ok(None);
         }
         let syms = Symbols::read(&lib.attach_path())?;
@@ -190,33 +194,13 @@ impl Probes {
         }
         let want = match lib.kind {
             LibKind::Hip => Lib::Hip,
-            _ => Lib::Roctx,
+            LibKind::Roctx => Lib::Roctx,
+            LibKind::Cuda => Lib::Cuda,
+            LibKind::Cudart => Lib::Cudart,
+            LibKind::Nvtx => Lib::Nvtx,
+            LibKind::Agent => unreachable!("handled above"),
         };
-        let selected: Vec<(String, ApiSpec)> = match &self.selection {
-            ApiSelection::Default => {
-                apis::APIS.iter().filter(|s| s.default && s.lib == want).map(|s| (s.name.to_string(), *s)).collect()
-            }
-            ApiSelection::All => {
-                let prefix = if want == Lib::Hip { "hip" } else { "roctx" };
-                let mut v: Vec<(String, ApiSpec)> = syms
-                    .names_with_prefix(prefix)
-                    .into_iter()
-                    .map(|n| (n.to_string(), apis::find(n).copied().unwrap_or_else(|| apis::generic(want))))
-                    .collect();
-                if want == Lib::Hip {
-                    v.extend(apis::find("__hipRegisterFunction").map(|s| (s.name.to_string(), *s)));
-                }
-                v
-            }
-            ApiSelection::Names(names) => names
-                .iter()
-                .filter_map(|n| {
-                    let spec = apis::find(n).copied().unwrap_or_else(|| apis::generic(want));
-                    let lib_of_name = if n.starts_with("roctx") { Lib::Roctx } else { Lib::Hip };
-                    (spec.lib == want && lib_of_name == want).then(|| (n.clone(), spec))
-                })
-                .collect(),
-        };
+        let selected = select(&self.selection, want, &syms);
         for (name, spec) in selected {
             let Some(off) = syms.offset(&name) else {
                 report.missing.push(name);
@@ -308,6 +292,36 @@ impl Probes {
 
     pub fn drops(&self) -> u64 {
         self.counter(counter::RINGBUF_DROPS)
+    }
+}
+
+/// The APIs of `selection` that a library of kind `want` gets, with their specs. Names outside
+/// the table get the generic spec; names belong to a library by prefix ([`Lib::of_name`]).
+pub fn select(selection: &ApiSelection, want: Lib, syms: &Symbols) -> Vec<(String, ApiSpec)> {
+    match selection {
+        ApiSelection::Default => {
+            apis::APIS.iter().filter(|s| s.default && s.lib == want).map(|s| (s.name.to_string(), *s)).collect()
+        }
+        ApiSelection::All => {
+            let mut v: Vec<(String, ApiSpec)> = syms
+                .names_with_prefix(want.all_prefix())
+                .into_iter()
+                .filter(|n| Lib::of_name(n) == want)
+                .map(|n| (n.to_string(), apis::find(n).copied().unwrap_or_else(|| apis::generic(want))))
+                .collect();
+            let register = match want {
+                Lib::Hip => Some("__hipRegisterFunction"),
+                Lib::Cudart => Some("__cudaRegisterFunction"),
+                _ => None,
+            };
+            v.extend(register.and_then(apis::find).map(|s| (s.name.to_string(), *s)));
+            v
+        }
+        ApiSelection::Names(names) => names
+            .iter()
+            .filter(|n| Lib::of_name(n) == want)
+            .map(|n| (n.clone(), apis::find(n).copied().unwrap_or_else(|| apis::generic(want))))
+            .collect(),
     }
 }
 

@@ -12,20 +12,29 @@ use std::path::Path;
 use anyhow::Result;
 
 /// `rtl-ebpf list-apis`: what would be probed in a library, and what it lacks.
-pub fn list_apis(lib: Option<&Path>, sel: &loader::ApiSelection) -> Result<()> {
-    let path = match lib {
-        Some(p) => p.to_path_buf(),
-        None => library::installed(None, &[])
+pub fn list_apis(lib: Option<&Path>, sel: &loader::ApiSelection, runtime: library::Runtime) -> Result<()> {
+    let (path, kind) = match lib {
+        Some(p) => (p.to_path_buf(), library::LibKind::of(p).unwrap_or(runtime.primary())),
+        None => library::installed_for(runtime, None, &[], None)
             .into_iter()
-            .find(|l| l.kind == library::LibKind::Hip)
-            .map(|l| l.path)
-            .ok_or_else(|| anyhow::anyhow!("no libamdhip64 found in the usual paths: pass --lib PATH"))?,
+            .find(|l| l.kind == runtime.primary())
+            .map(|l| (l.path, l.kind))
+            .ok_or_else(|| {
+                anyhow::anyhow!("no {} found in the usual paths: pass --lib PATH", runtime.library_name())
+            })?,
+    };
+    let want = match kind {
+        library::LibKind::Roctx => apis::Lib::Roctx,
+        library::LibKind::Cuda => apis::Lib::Cuda,
+        library::LibKind::Cudart => apis::Lib::Cudart,
+        library::LibKind::Nvtx => apis::Lib::Nvtx,
+        library::LibKind::Hip | library::LibKind::Agent => apis::Lib::Hip,
     };
     let syms = symbols::Symbols::read(&path)?;
     let names: Vec<String> = match sel {
-        loader::ApiSelection::Default => apis::APIS.iter().filter(|s| s.default && s.lib == apis::Lib::Hip).map(|s| s.name.to_string()).collect(),
-        loader::ApiSelection::All => syms.names_with_prefix("hip").into_iter().map(String::from).collect(),
+        // Names as given (whatever their prefix): list-apis also answers "does it export X?".
         loader::ApiSelection::Names(v) => v.clone(),
+        _ => loader::select(sel, want, &syms).into_iter().map(|(n, _)| n).collect(),
     };
     println!("{}: {} exported functions", path.display(), syms.len());
     let (mut have, mut missing) = (0, Vec::new());
