@@ -122,7 +122,7 @@ pub(crate) fn emit(conn: &Connection, sink: &mut dyn Sink) -> Result<()> {
     let names = strings(conn)?;
     let name_of = |id: i64| names.get(&id).map(String::as_str).unwrap_or("");
     let has_corr_fallback: bool = conn.query_row(
-        "SELECT EXISTS (SELECT 1 FROM rocpd_op o WHERE o.correlation_id != 0
+        "SELECT EXISTS (SELECT 1 FROM rocpd_op o WHERE o.gpuId >= 0 AND o.correlation_id != 0
              AND NOT EXISTS (SELECT 1 FROM rocpd_api_ops l WHERE l.op_id = o.id)
              AND EXISTS (SELECT 1 FROM rocpd_api a WHERE a.correlation_id = o.correlation_id))",
         [],
@@ -204,8 +204,9 @@ pub(crate) fn emit(conn: &Connection, sink: &mut dyn Sink) -> Result<()> {
 
     // API calls, per thread in start order.
     let flows_fallback = if has_corr_fallback {
-        "(SELECT group_concat(o.id) FROM rocpd_op o WHERE a.correlation_id != 0 AND o.correlation_id = a.correlation_id
-              AND NOT EXISTS (SELECT 1 FROM rocpd_api_ops l WHERE l.op_id = o.id))"
+        "(SELECT group_concat(o.id) FROM rocpd_op o WHERE a.correlation_id != 0 AND o.correlation_id = a.correlation_id AND o.gpuId >= 0
+              AND NOT EXISTS (SELECT 1 FROM rocpd_api_ops l WHERE l.op_id = o.id)
+              AND a.id = (SELECT min(a2.id) FROM rocpd_api a2 WHERE a2.correlation_id = a.correlation_id))"
     } else {
         "NULL"
     };
