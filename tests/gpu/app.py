@@ -1,0 +1,116 @@
+"""GPU workloads for tests/gpu/run.sh: PyTorch on CUDA, timed, optionally under torch.profiler.
+
+  app.py eager N        N tiny add_ kernels (launch-bound), in BLOCKS timed blocks
+  app.py graph R        a CUDA graph of K (default 50) add_ kernels, replayed R times
+  app.py transformer I  I forward passes of a small transformer encoder (eval, no grad)
+
+Options: --profile (torch.profiler with CPU + CUDA activities around the measured region; its
+kernel count is reported), --wait FILE (initialise CUDA, then wait for FILE before the measured
+region: for `attach --pid`), --out FILE (append the JSON result line there).
+The result (one JSON line on stdout) has the measured region's CLOCK_MONOTONIC bounds, the pid
+and tid, timings per unit (medians over blocks) and the kernels the app launched there.
+"""
+import argparse, json, os, statistics, sys, threading, time
+import torch
+
+p = argparse.ArgumentParser()
+p.add_argument("mode", choices=["eager", "graph", "transformer"])
+p.add_argument("n", type=int)
+p.add_argument("--blocks", type=int, default=5)
+p.add_argument("--kernels", type=int, default=50, help="kernels per graph")
+p.add_argument("--profile", action="store_true")
+p.add_argument("--wait")
+p.add_argument("--out")
+p.add_argument("--meta", default="{}", help="JSON object merged into the result line")
+a = p.parse_args()
+
+dev = torch.device("cuda")
+x = torch.zeros(1024, device=dev)
+torch.cuda.synchronize()
+res = {"mode": a.mode, "n": a.n, "pid": os.getpid(), "tid": threading.get_native_id(), "profile": a.profile}
+res.update(json.loads(a.meta))
+
+if a.mode == "eager":
+    def work(k):
+        for _ in range(k):
+            x.add_(1.0)
+    work(200)  # warm-up: lazy module loading, caching allocator
+    unit, per_block = "launch", a.n // a.blocks
+    expect = per_block * a.blocks
+elif a.mode == "graph":
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            x.add_(1.0)
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for _ in range(a.kernels):
+            x.add_(1.0)
+    g.replay()
+    torch.cuda.synchronize()
+    def work(k):
+        for _ in range(k):
+            g.replay()
+    unit, per_block = "replay", a.n // a.blocks
+    expect = per_block * a.blocks * a.kernels
+    res["graph_kernels"] = a.kernels
+else:
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(d_model=256, nhead=8, dim_feedforward=1024, batch_first=True)
+    model = torch.nn.TransformerEncoder(layer, num_layers=4, enable_nested_tensor=False).to(dev).eval()
+    inp = torch.randn(8, 128, 256, device=dev)
+    def work(k):
+        with torch.no_grad():
+            for _ in range(k):
+                model(inp)
+    work(3)
+    unit, per_block = "forward", a.n // a.blocks
+    expect = None  # counted by the profiler and the tracer
+
+torch.cuda.synchronize()
+if a.wait:
+    print(json.dumps({"ready": os.getpid()}), flush=True)
+    while not os.path.exists(a.wait):
+        time.sleep(0.01)
+
+prof = None
+if a.profile:
+    from torch.profiler import profile, ProfilerActivity
+    prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
+    prof.__enter__()
+ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+times = []
+t0 = time.monotonic_ns()
+ev0.record()
+for _ in range(a.blocks):
+    b0 = time.perf_counter()
+    work(per_block)
+    torch.cuda.synchronize()
+    times.append((time.perf_counter() - b0) / per_block * 1e6)
+ev1.record()
+torch.cuda.synchronize()
+t1 = time.monotonic_ns()
+if prof is not None:
+    prof.__exit__(None, None, None)
+    kernels = memcpy = memset = 0
+    kdur = 0.0
+    for e in prof.events():
+        if e.device_type == torch.autograd.DeviceType.CUDA:
+            n = e.name
+            if n.startswith("Memcpy"):
+                memcpy += 1
+            elif n.startswith("Memset"):
+                memset += 1
+            else:
+                kernels += 1
+                kdur += e.time_range.elapsed_us()
+    res.update(profiler_kernels=kernels, profiler_memcpy=memcpy, profiler_memset=memset, profiler_kernel_us=kdur)
+res.update(t0=t0, t1=t1, unit=unit, per_unit_us=statistics.median(times), blocks_us=times,
+           gpu_us_per_unit=ev0.elapsed_time(ev1) * 1e3 / (per_block * a.blocks), expect_kernels=expect)
+line = json.dumps(res)
+print(line, flush=True)
+if a.out:
+    with open(a.out, "a") as f:
+        f.write(line + "\n")
