@@ -107,6 +107,11 @@ fn summary_numbers() {
 
     assert_eq!(s["lost"]["unlinked_gpu_ops"], 2);
     assert_eq!(s["lost"]["unclosed_apis"], 1);
+    assert_eq!(
+        s["lost"]["unclosed_by_reason"]["thread exited inside the call"],
+        1
+    );
+    assert_eq!(s["lost"]["profiler_only_apis"], 0);
     assert_eq!(s["lost"]["api_errors"], 1);
     assert_eq!(s["lost"]["dropped"]["dropped_events"], "3");
 }
@@ -206,4 +211,53 @@ fn bench_summary_10m() {
         .status()
         .unwrap();
     assert!(status.success());
+}
+
+#[test]
+fn summary_status_reasons() {
+    let d = tmpdir();
+    let db = sample_trace(&d.path().join("t.db"), "nodeA", 0);
+    {
+        let c = rusqlite::Connection::open(&db).unwrap();
+        for (st, ret) in [
+            (2, None),
+            (3, None),
+            (3, None),
+            (4, Some(1)),
+            (5, Some(0)),
+            (5, Some(3)),
+        ] {
+            read_common::api(
+                &c,
+                100,
+                100,
+                50_000,
+                50_100,
+                "hipDeviceSynchronize",
+                "",
+                0,
+                ret,
+                st,
+            );
+        }
+    }
+    let s = json_summary(&db);
+    let l = &s["lost"];
+    assert_eq!(l["unclosed_apis"], 1 + 4);
+    assert_eq!(l["unclosed_by_reason"]["exec inside the call"], 1);
+    assert_eq!(l["unclosed_by_reason"]["trace ended inside the call"], 2);
+    assert_eq!(l["unclosed_by_reason"]["return lost (unmatched)"], 1);
+    assert_eq!(l["profiler_only_apis"], 2);
+    assert_eq!(
+        l["api_errors"],
+        1 + 1,
+        "hipMalloc, and the profiler-only call that returned 3"
+    );
+    let apis = s["apis"].as_array().unwrap();
+    let sync = apis
+        .iter()
+        .find(|a| a["name"] == "hipDeviceSynchronize")
+        .unwrap();
+    assert_eq!(sync["unclosed"], 4);
+    assert_eq!(sync["errors"], 1);
 }

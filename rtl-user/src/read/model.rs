@@ -245,8 +245,8 @@ pub(crate) fn emit(conn: &Connection, sink: &mut dyn Sink) -> Result<()> {
         if let Some(ret) = r.get::<_, Option<i64>>(8)? {
             args.push(("ret", Arg::Int(ret)));
         }
-        if r.get::<_, Option<i64>>(9)? == Some(1) {
-            args.push(("status", Arg::Str("unclosed: return never seen".into())));
+        if let Some(st) = r.get::<_, Option<i64>>(9)?.filter(|&st| st != 0) {
+            args.push(("status", Arg::Str(super::summary::status_name(st).into())));
         }
         for (i, k) in ["a0", "a1", "a2", "a3"].iter().enumerate() {
             if let Some(v) = r.get::<_, Option<i64>>(10 + i)? {

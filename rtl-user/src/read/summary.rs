@@ -183,6 +183,10 @@ pub struct Summary {
     pub dropped: Vec<(String, String)>,
     pub unlinked_gpu_ops: i64,
     pub unclosed_apis: i64,
+    /// Unclosed calls by `rtl_api.status` reason (thread exited, exec, trace ended, unmatched).
+    pub unclosed_by_reason: BTreeMap<String, i64>,
+    /// Calls recorded by the in-process profiler only (`rtl_api.status` 5).
+    pub profiler_only_apis: i64,
     pub api_errors: i64,
     /// Seconds each table scan took (for benchmarks; not part of the outputs).
     pub timings: Vec<(String, f64)>,
@@ -451,11 +455,15 @@ fn job_api(c: &Connection, out: &Mutex<Scans>) -> Result<()> {
 }
 
 fn job_status(c: &Connection, out: &Mutex<Scans>) -> Result<()> {
-    // errors (status 0, ret != 0) and unclosed calls (status 1), keyed (apiName_id, status)
+    // Calls that are not plain successes, keyed (apiName_id, status * 2 + error): statuses
+    // 1-4 never returned (see UNCLOSED), 5 was seen by the profiler only; error = ret != 0 on a
+    // call that did return.
     let g = groups(
         c,
-        "SELECT rtl_group(a.apiName_id, r.status, 1) FROM rtl_api r CROSS JOIN rocpd_api a ON a.id = r.api_id
-         WHERE (r.status = 0 AND r.ret != 0) OR r.status = 1",
+        "SELECT rtl_group(a.apiName_id,
+                          r.status * 2 + (r.ret IS NOT NULL AND r.ret != 0 AND r.status NOT BETWEEN 1 AND 4), 1)
+         FROM rtl_api r CROSS JOIN rocpd_api a ON a.id = r.api_id
+         WHERE r.status != 0 OR r.ret != 0",
     )?;
     out.lock().unwrap().status = g;
     Ok(())
@@ -596,6 +604,19 @@ fn run_scans(conn: &Connection) -> Result<Scans> {
     Ok(out.into_inner().unwrap())
 }
 
+/// Meaning of `rtl_api.status` (the writer's `CallStatus`).
+pub(crate) fn status_name(status: i64) -> &'static str {
+    match status {
+        0 => "complete",
+        1 => "thread exited inside the call",
+        2 => "exec inside the call",
+        3 => "trace ended inside the call",
+        4 => "return lost (unmatched)",
+        5 => "seen by the profiler only",
+        _ => "unknown status",
+    }
+}
+
 fn is_drop_tag(tag: &str) -> bool {
     let t = tag.to_ascii_lowercase();
     ["drop", "lost", "overflow", "missed", "truncat", "unlinked"]
@@ -657,11 +678,18 @@ pub fn summary_data(db: &Path, top: usize) -> Result<Summary> {
     }
     let mut errors: HashMap<i64, i64> = HashMap::new();
     let mut unclosed: HashMap<i64, i64> = HashMap::new();
-    for (n, status, st) in &scans.status {
-        if *status == 1 {
+    for (n, key, st) in &scans.status {
+        let (status, error) = (key / 2, key % 2 == 1);
+        if (1..=4).contains(&status) {
             *unclosed.entry(*n).or_default() += st.count;
-        } else if !name(*n).starts_with("roctx") {
-            // roctx calls return a nesting level, not an error code
+            *s.unclosed_by_reason
+                .entry(status_name(status).to_string())
+                .or_default() += st.count;
+        } else if status == 5 {
+            s.profiler_only_apis += st.count;
+        }
+        // roctx calls return a nesting level or range id, not an error code
+        if error && !name(*n).starts_with("roctx") {
             *errors.entry(*n).or_default() += st.count;
         }
     }
@@ -895,6 +923,8 @@ impl Summary {
                 "dropped": self.dropped.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<_, _>>(),
                 "unlinked_gpu_ops": self.unlinked_gpu_ops,
                 "unclosed_apis": self.unclosed_apis,
+                "unclosed_by_reason": self.unclosed_by_reason,
+                "profiler_only_apis": self.profiler_only_apis,
                 "api_errors": self.api_errors,
             },
         })
@@ -1126,6 +1156,16 @@ fn write_text(s: &Summary, out: &mut dyn Write) -> Result<()> {
         "  API calls never returned (unclosed): {}",
         s.unclosed_apis
     )?;
+    for (why, n) in &s.unclosed_by_reason {
+        writeln!(out, "    {why}: {n}")?;
+    }
+    if s.profiler_only_apis > 0 {
+        writeln!(
+            out,
+            "  API calls seen by the in-process profiler only: {}",
+            s.profiler_only_apis
+        )?;
+    }
     writeln!(out, "  API calls that returned an error: {}", s.api_errors)?;
     if s.dropped.is_empty() {
         writeln!(out, "  drop counters: none recorded")?;
