@@ -1,0 +1,164 @@
+//! The readers on a file written by the collector's own writer (`trace::writer::TraceWriter`),
+//! including one still in WAL mode (a collector that has not finished).
+mod read_common;
+
+use std::sync::Arc;
+
+use read_common::*;
+use rtl_user::join::rows::{ApiRow, CallStatus, KernelRow, OpRow, ProcessRow, Row, RtlApiRow};
+use rtl_user::read::{
+    convert_perfetto_json, convert_perfetto_proto, merge, summary, SummaryOptions,
+};
+use rtl_user::trace::writer::TraceWriter;
+
+fn rows() -> Vec<Row> {
+    let name: Arc<str> = Arc::from("hipLaunchKernel");
+    let push: Arc<str> = Arc::from("roctxRangePushA");
+    let mut v = vec![Row::Process(ProcessRow {
+        pid: 4242,
+        ppid: Some(1),
+        exe: "/usr/bin/app".into(),
+        cmdline: "app --size 1024".into(),
+        first_ns: 1_000,
+        last_ns: 90_000,
+        exited: true,
+    })];
+    v.push(Row::Api(ApiRow {
+        id: 1,
+        pid: 4242,
+        tid: 4242,
+        start: 1_000,
+        end: 60_000,
+        name: push,
+    }));
+    v.push(Row::RtlApi(RtlApiRow {
+        id: 1,
+        ret: Some(0),
+        status: CallStatus::Complete,
+        a: [None; 4],
+    }));
+    for i in 0..4i64 {
+        let id = 2 + i;
+        let t = 2_000 + i as u64 * 10_000;
+        v.push(Row::Api(ApiRow {
+            id,
+            pid: 4242,
+            tid: 4242,
+            start: t,
+            end: t + 3_000,
+            name: name.clone(),
+        }));
+        let status = if i == 3 {
+            CallStatus::TraceEnded
+        } else {
+            CallStatus::Complete
+        };
+        v.push(Row::RtlApi(RtlApiRow {
+            id,
+            ret: if i == 3 { None } else { Some(0) },
+            status,
+            a: [Some(0x7f00 + i), None, None, None],
+        }));
+        v.push(Row::Kernel(KernelRow {
+            id,
+            stream: 0,
+            grid: [64, 1, 1],
+            block: [256, 1, 1],
+            shmem: 0,
+            name: "_Z4axpyfPfS_".into(),
+        }));
+        v.push(Row::Op(OpRow {
+            gpu: 0,
+            queue: 0,
+            seq: i,
+            start: t + 4_000,
+            end: t + 9_000,
+            description: "_Z4axpyfPfS_".into(),
+            op_type: "KernelExecution",
+            correlation_id: id,
+            api_id: Some(id),
+        }));
+    }
+    v.push(Row::Op(OpRow {
+        gpu: -1,
+        queue: 4242,
+        seq: 0,
+        start: 1_000,
+        end: 60_000,
+        description: "forward".into(),
+        op_type: "UserMarker",
+        correlation_id: 1,
+        api_id: Some(1),
+    }));
+    v
+}
+
+#[test]
+fn readers_work_on_writer_output() {
+    let d = tmpdir();
+    let db = d.path().join("app.rpd");
+    let mut w = TraceWriter::create(&db, false).unwrap();
+    w.write(&rows()).unwrap();
+    w.add_library("/opt/rocm/lib/libamdhip64.so", 1, 2, 100, &[])
+        .unwrap();
+    w.set_meta("hostname", "nodeW").unwrap();
+
+    // While the collector is still writing (WAL mode, writer open), the readers already work.
+    let mut out = Vec::new();
+    summary(
+        &db,
+        &SummaryOptions {
+            json: true,
+            html: None,
+            top: 5,
+        },
+        &mut out,
+    )
+    .unwrap();
+    let s: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(s["totals"]["gpu_ops"], 4);
+    w.finish().unwrap();
+
+    let mut out = Vec::new();
+    summary(
+        &db,
+        &SummaryOptions {
+            json: true,
+            html: None,
+            top: 5,
+        },
+        &mut out,
+    )
+    .unwrap();
+    let s: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(s["totals"]["api_calls"], 5);
+    assert_eq!(s["totals"]["gpu_ops"], 4);
+    assert_eq!(s["totals"]["markers"], 1);
+    assert_eq!(s["kernels"][0]["name"], "axpy(float, float*, float*)");
+    assert_eq!(s["lost"]["unlinked_gpu_ops"], 0);
+    assert_eq!(
+        s["lost"]["unclosed_by_reason"]["trace ended inside the call"],
+        1
+    );
+    assert_eq!(s["launch_latency"]["p50_ns"], 4_000);
+    assert_eq!(s["processes"][0]["cmdline"], "app --size 1024");
+
+    let j = d.path().join("app.json");
+    convert_perfetto_json(&db, &j).unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&j).unwrap()).unwrap();
+    let ev = doc["traceEvents"].as_array().unwrap();
+    assert_eq!(ev.iter().filter(|e| e["cat"] == "gpu").count(), 4);
+    assert_eq!(ev.iter().filter(|e| e["ph"] == "s").count(), 4);
+    let rx = ev.iter().find(|e| e["cat"] == "roctx").unwrap();
+    assert_eq!(
+        (rx["name"].as_str(), rx["pid"].as_i64(), rx["tid"].as_i64()),
+        (Some("forward"), Some(4242), Some((1 << 29) + 4242))
+    );
+    convert_perfetto_proto(&db, &d.path().join("app.pftrace")).unwrap();
+
+    let m = d.path().join("m.rpd");
+    let st = merge(&[db.clone(), db.clone()], &m, false).unwrap();
+    assert_eq!(st.rows["rocpd_api"], 10);
+    assert_eq!(st.rows["rocpd_kernelapi"], 8);
+    assert_eq!(st.rows["rtl_library"], 2);
+}
