@@ -1,38 +1,743 @@
-//! Loading as an HSA tool (`HSA_TOOLS_LIB=.../librtl_agent.so`): the runtime dlopens the agent
-//! during `hsa_init` (our ELF constructor runs then) and calls `OnLoad`; at `hsa_shut_down` it
-//! calls `OnUnload`.
+//! GPU source 2: the HSA tools interface (`HSA_TOOLS_LIB=.../librtl_agent.so`, see
+//! shared/reference/hsa-tools.md), for stock ROCm without hipProfiler*Ext.
 //!
-//! HSA *signal capture* (queue interception, issue 5) is not in this build: `RTL_AGENT_GPU=hsa`
-//! reports that and leaves every queue alone. In `auto`/`clr` mode, loading through
-//! HSA_TOOLS_LIB is just another way to get the agent into the process: it starts the CLR source
-//! from its publisher thread (never from inside `hsa_init`, which runs under the HIP runtime's
-//! initialisation).
+//! The runtime dlopens the agent during `hsa_init` (our ELF constructor runs then) and calls
+//! [`OnLoad`]; at `hsa_shut_down` it calls [`OnUnload`].
+//!
+//! * `RTL_AGENT_GPU=auto|clr`: loading through HSA_TOOLS_LIB is just another way into the
+//!   process; the CLR source starts from the publisher thread (never from inside `hsa_init`).
+//! * `RTL_AGENT_GPU=hsa`: signal capture. `hsa_queue_create` is wrapped: the queue is created with
+//!   `hsa_amd_queue_intercept_create`, timestamps enabled, and a packet handler registered. The
+//!   handler (on the thread that rings the doorbell, inside the launch call) replaces the
+//!   completion signal of a *single* kernel-dispatch packet with one from a lock-free pool and
+//!   remembers the original, the kernel object, grid/block, the OS tid and the submission time.
+//!   Batches of more than one packet (graph replay) are passed on untouched and counted
+//!   (`graph_batches_skipped`): injecting into them breaks ROCr before 7.13. A completion thread
+//!   polls in-flight pool signals, reads `hsa_amd_profiling_get_dispatch_time`, converts ticks to
+//!   the system domain (`convert_tick_to_system_domain`, then the system timestamp frequency),
+//!   forwards completion to the original signal (decrement by 1, what the packet processor would
+//!   have done) and recycles the pool signal. Kernel names come from wrapping
+//!   `hsa_executable_freeze` (symbol names, `.kd` stripped; mangled: the collector demangles).
+//!   If interception is refused for a queue, that queue is created normally and it is reported
+//!   once. Every wait is bounded; at OnUnload/exit the completion thread gets 1 s to finish.
+//!
+//! Table offsets are those of ROCm 5.2's `hsa_api_trace.h` (Debian's libhsa-runtime-dev; newer
+//! ROCm only appends entries), computed with offsetof against that header.
+//!
+//! Not done: the "probe interception first" check (a runtime whose intercept queues never deliver
+//! packets hangs the application at its first wait), the opt-in mode that also profiles
+//! multi-packet batches, barrier/copy packets, and demangling.
 
+use std::cell::UnsafeCell;
 use std::ffi::{c_char, c_void};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering::*};
 
-use rtl_common::agent as wire;
+use rtl_common::agent::{self as wire, ClockDomain, GpuOp, OpKind, Source};
+
+use crate::clock;
+use crate::publish::{self, counters, record_error};
+
+// ---------------------------------------------------------------------------------------------
+// Table layout (ROCm 5.2 hsa_api_trace.h, x86-64).
+
+const ROOT_CORE: usize = 16;
+const ROOT_AMD: usize = 24;
+mod core_off {
+    pub const SYSTEM_GET_INFO: usize = 32;
+    pub const ITERATE_AGENTS: usize = 56;
+    pub const AGENT_GET_INFO: usize = 64;
+    pub const QUEUE_CREATE: usize = 72;
+    pub const SIGNAL_CREATE: usize = 312;
+    pub const SIGNAL_LOAD_RELAXED: usize = 328;
+    pub const SIGNAL_STORE_RELAXED: usize = 344;
+    pub const SIGNAL_SUBTRACT_SCRELEASE: usize = 552;
+    pub const EXECUTABLE_FREEZE: usize = 704;
+    pub const EXECUTABLE_SYMBOL_GET_INFO: usize = 760;
+    pub const EXECUTABLE_ITERATE_SYMBOLS: usize = 768;
+}
+mod amd_off {
+    pub const PROFILING_SET_PROFILER_ENABLED: usize = 32;
+    pub const PROFILING_GET_DISPATCH_TIME: usize = 48;
+    pub const PROFILING_CONVERT_TICK: usize = 64;
+    pub const QUEUE_INTERCEPT_CREATE: usize = 296;
+    pub const QUEUE_INTERCEPT_REGISTER: usize = 304;
+}
+
+const HSA_STATUS_SUCCESS: i32 = 0;
+const HSA_STATUS_INFO_BREAK: i32 = 1;
+const SYSTEM_INFO_TIMESTAMP: u32 = 2;
+const SYSTEM_INFO_TIMESTAMP_FREQUENCY: u32 = 3;
+const AGENT_INFO_DEVICE: u32 = 17;
+const DEVICE_TYPE_GPU: u32 = 1;
+const SYMBOL_INFO_TYPE: u32 = 0;
+const SYMBOL_INFO_NAME_LENGTH: u32 = 1;
+const SYMBOL_INFO_NAME: u32 = 2;
+const SYMBOL_INFO_KERNEL_OBJECT: u32 = 22;
+const SYMBOL_KIND_KERNEL: u32 = 1;
+const PACKET_TYPE_KERNEL_DISPATCH: u16 = 2;
+/// Offset of `hsa_queue_t::id`.
+const QUEUE_ID_OFF: usize = 32;
+
+type QueueCallback = Option<unsafe extern "C" fn(i32, *mut c_void, *mut c_void)>;
+type QueueCreateFn = unsafe extern "C" fn(u64, u32, u32, QueueCallback, *mut c_void, u32, u32, *mut *mut c_void) -> i32;
+type Writer = unsafe extern "C" fn(*const c_void, u64);
+type Handler = unsafe extern "C" fn(*const c_void, u64, u64, *mut c_void, Writer);
+type InterceptRegisterFn = unsafe extern "C" fn(*mut c_void, Handler, *mut c_void) -> i32;
+type SetProfilerFn = unsafe extern "C" fn(*mut c_void, i32) -> i32;
+type DispatchTimeFn = unsafe extern "C" fn(u64, u64, *mut [u64; 2]) -> i32;
+type ConvertTickFn = unsafe extern "C" fn(u64, u64, *mut u64) -> i32;
+type SystemGetInfoFn = unsafe extern "C" fn(u32, *mut c_void) -> i32;
+type IterateAgentsFn = unsafe extern "C" fn(unsafe extern "C" fn(u64, *mut c_void) -> i32, *mut c_void) -> i32;
+type AgentGetInfoFn = unsafe extern "C" fn(u64, u32, *mut c_void) -> i32;
+type SignalCreateFn = unsafe extern "C" fn(i64, u32, *const u64, *mut u64) -> i32;
+type SignalLoadFn = unsafe extern "C" fn(u64) -> i64;
+type SignalStoreFn = unsafe extern "C" fn(u64, i64);
+type FreezeFn = unsafe extern "C" fn(u64, *const c_char) -> i32;
+type SymbolGetInfoFn = unsafe extern "C" fn(u64, u32, *mut c_void) -> i32;
+type IterateSymbolsFn = unsafe extern "C" fn(u64, unsafe extern "C" fn(u64, u64, *mut c_void) -> i32, *mut c_void) -> i32;
+
+/// The runtime's original entries we call.
+#[derive(Clone, Copy)]
+struct Fns {
+    queue_create: QueueCreateFn,
+    intercept_create: QueueCreateFn,
+    intercept_register: InterceptRegisterFn,
+    set_profiler: SetProfilerFn,
+    dispatch_time: DispatchTimeFn,
+    convert_tick: ConvertTickFn,
+    system_get_info: SystemGetInfoFn,
+    signal_create: SignalCreateFn,
+    signal_load: SignalLoadFn,
+    signal_store: SignalStoreFn,
+    signal_subtract: SignalStoreFn,
+    freeze: FreezeFn,
+    symbol_get_info: SymbolGetInfoFn,
+    iterate_symbols: IterateSymbolsFn,
+}
+
+static FNS: std::sync::OnceLock<Fns> = std::sync::OnceLock::new();
+/// System timestamp ticks per second.
+static FREQ: AtomicU64 = AtomicU64::new(1_000_000_000);
+static INTERCEPT_REFUSED: AtomicBool = AtomicBool::new(false);
+
+// ---------------------------------------------------------------------------------------------
+// GPU agents (HIP device ordinal = index among GPU agents).
+
+const MAX_AGENTS: usize = 64;
+static AGENTS: [AtomicU64; MAX_AGENTS] = [const { AtomicU64::new(0) }; MAX_AGENTS];
+static N_AGENTS: AtomicUsize = AtomicUsize::new(0);
+
+unsafe extern "C" fn collect_agent(agent: u64, data: *mut c_void) -> i32 {
+    let get: AgentGetInfoFn = std::mem::transmute(data);
+    let mut dev: u32 = 0;
+    if get(agent, AGENT_INFO_DEVICE, &mut dev as *mut u32 as *mut c_void) == HSA_STATUS_SUCCESS && dev == DEVICE_TYPE_GPU {
+        let n = N_AGENTS.load(Relaxed);
+        if n < MAX_AGENTS {
+            AGENTS[n].store(agent, Relaxed);
+            N_AGENTS.store(n + 1, Relaxed);
+        }
+    }
+    HSA_STATUS_SUCCESS
+}
+
+fn device_of(agent: u64) -> u32 {
+    (0..N_AGENTS.load(Relaxed)).find(|&i| AGENTS[i].load(Relaxed) == agent).unwrap_or(0xffff) as u32
+}
+
+// ---------------------------------------------------------------------------------------------
+// Kernel object -> name id.
+
+const KSLOTS: usize = 1 << 13;
+static KOBJ: [AtomicU64; KSLOTS] = [const { AtomicU64::new(0) }; KSLOTS];
+static KNAME: [AtomicU32; KSLOTS] = [const { AtomicU32::new(0) }; KSLOTS];
+
+fn kname_insert(kobj: u64, id: u32) {
+    for p in 0..64 {
+        let i = (kobj as usize >> 6).wrapping_add(p) % KSLOTS;
+        match KOBJ[i].compare_exchange(0, kobj, AcqRel, Acquire) {
+            Ok(_) => {
+                KNAME[i].store(id, Release);
+                return;
+            }
+            Err(k) if k == kobj => {
+                KNAME[i].store(id, Release);
+                return;
+            }
+            Err(_) => {}
+        }
+    }
+    counters().strings_dropped.fetch_add(1, Relaxed);
+}
+
+fn kname_lookup(kobj: u64) -> u32 {
+    for p in 0..64 {
+        let i = (kobj as usize >> 6).wrapping_add(p) % KSLOTS;
+        match KOBJ[i].load(Acquire) {
+            0 => return 0,
+            k if k == kobj => return KNAME[i].load(Acquire),
+            _ => {}
+        }
+    }
+    0
+}
+
+unsafe extern "C" fn on_symbol(_exec: u64, sym: u64, _data: *mut c_void) -> i32 {
+    let _ = std::panic::catch_unwind(|| {
+        let Some(f) = FNS.get() else { return };
+        let mut kind: u32 = 0;
+        if (f.symbol_get_info)(sym, SYMBOL_INFO_TYPE, &mut kind as *mut u32 as *mut c_void) != HSA_STATUS_SUCCESS || kind != SYMBOL_KIND_KERNEL {
+            return;
+        }
+        let mut kobj: u64 = 0;
+        let mut len: u32 = 0;
+        if (f.symbol_get_info)(sym, SYMBOL_INFO_KERNEL_OBJECT, &mut kobj as *mut u64 as *mut c_void) != HSA_STATUS_SUCCESS
+            || (f.symbol_get_info)(sym, SYMBOL_INFO_NAME_LENGTH, &mut len as *mut u32 as *mut c_void) != HSA_STATUS_SUCCESS
+            || kobj == 0
+            || len == 0
+            || len > 1 << 16
+        {
+            return;
+        }
+        let mut name = vec![0u8; len as usize + 1];
+        if (f.symbol_get_info)(sym, SYMBOL_INFO_NAME, name.as_mut_ptr() as *mut c_void) != HSA_STATUS_SUCCESS {
+            return;
+        }
+        name.truncate(len as usize);
+        while name.last() == Some(&0) {
+            name.pop();
+        }
+        if name.ends_with(b".kd") {
+            name.truncate(name.len() - 3);
+        }
+        let id = publish::buffers().strings.intern(wire::STR_KERNEL, &name);
+        kname_insert(kobj, id);
+    });
+    HSA_STATUS_SUCCESS
+}
+
+unsafe extern "C" fn freeze_wrapper(exec: u64, options: *const c_char) -> i32 {
+    let Some(f) = FNS.get() else { return 1 };
+    let rc = (f.freeze)(exec, options);
+    if rc == HSA_STATUS_SUCCESS {
+        let _ = std::panic::catch_unwind(|| {
+            let r = (f.iterate_symbols)(exec, on_symbol, std::ptr::null_mut());
+            if r != HSA_STATUS_SUCCESS && r != HSA_STATUS_INFO_BREAK {
+                record_error(r);
+            }
+        });
+    }
+    rc
+}
+
+// ---------------------------------------------------------------------------------------------
+// The signal pool: a lock-free free list (tagged Treiber stack) of slots, each owning one pool
+// signal created on first use.
+
+const POOL: usize = 4096;
+
+struct Slot {
+    sig: AtomicU64,
+    state: AtomicU8,
+    info: UnsafeCell<InFlight>,
+}
+
+#[derive(Clone, Copy, Default)]
+struct InFlight {
+    orig: u64,
+    agent: u64,
+    kobj: u64,
+    queue_id: u64,
+    tid: u32,
+    submit_ns: u64,
+    grid: [u32; 3],
+    block: [u32; 3],
+}
+
+struct Pool {
+    slots: Box<[Slot]>,
+    next: Box<[AtomicU32]>,
+    /// (tag << 32) | (index + 1); 0 = empty.
+    head: AtomicU64,
+    in_flight: AtomicUsize,
+    /// One past the highest slot index ever handed out (the completion thread scans below it).
+    high: AtomicUsize,
+}
+
+// SAFETY: a slot's `info` is written by the thread that popped it from the free list before
+// `state = 1` (Release) and read by the completion thread after an Acquire load of 1.
+unsafe impl Sync for Pool {}
+
+impl Pool {
+    fn new() -> Pool {
+        let slots = (0..POOL).map(|_| Slot { sig: AtomicU64::new(0), state: AtomicU8::new(0), info: UnsafeCell::new(InFlight::default()) }).collect();
+        let next = (0..POOL).map(|i| AtomicU32::new(if i + 1 < POOL { i as u32 + 2 } else { 0 })).collect();
+        Pool { slots, next, head: AtomicU64::new(1), in_flight: AtomicUsize::new(0), high: AtomicUsize::new(0) }
+    }
+    fn pop(&self) -> Option<usize> {
+        let mut h = self.head.load(Acquire);
+        loop {
+            let idx = (h & 0xffff_ffff) as u32;
+            if idx == 0 {
+                return None;
+            }
+            let nxt = self.next[idx as usize - 1].load(Relaxed) as u64;
+            let new = ((h >> 32).wrapping_add(1) << 32) | nxt;
+            match self.head.compare_exchange_weak(h, new, AcqRel, Acquire) {
+                Ok(_) => return Some(idx as usize - 1),
+                Err(x) => h = x,
+            }
+        }
+    }
+    fn push(&self, i: usize) {
+        let mut h = self.head.load(Acquire);
+        loop {
+            self.next[i].store((h & 0xffff_ffff) as u32, Relaxed);
+            let new = ((h >> 32).wrapping_add(1) << 32) | (i as u64 + 1);
+            match self.head.compare_exchange_weak(h, new, AcqRel, Acquire) {
+                Ok(_) => return,
+                Err(x) => h = x,
+            }
+        }
+    }
+}
+
+static POOL_: std::sync::OnceLock<Pool> = std::sync::OnceLock::new();
+fn pool() -> &'static Pool {
+    POOL_.get_or_init(Pool::new)
+}
+
+/// Per intercepted queue: what the handler needs.
+struct QueueCtx {
+    agent: u64,
+    queue_id: u64,
+}
+
+unsafe extern "C" fn handler(pkts: *const c_void, count: u64, _user_index: u64, data: *mut c_void, writer: Writer) {
+    // Whatever happens, the packets are handed on exactly once.
+    let mut done = false;
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        if count != 1 || data.is_null() {
+            if count > 1 {
+                counters().graph_batches_skipped.fetch_add(1, Relaxed);
+            }
+            return;
+        }
+        let mut pkt = [0u8; 64];
+        std::ptr::copy_nonoverlapping(pkts as *const u8, pkt.as_mut_ptr(), 64);
+        let header = u16::from_le_bytes([pkt[0], pkt[1]]);
+        if header & 0xff != PACKET_TYPE_KERNEL_DISPATCH {
+            return;
+        }
+        let (Some(f), Some(p)) = (FNS.get(), POOL_.get()) else { return };
+        let Some(i) = p.pop() else {
+            counters().dropped_queue_full.fetch_add(1, Relaxed);
+            return;
+        };
+        let slot = &p.slots[i];
+        let mut sig = slot.sig.load(Relaxed);
+        if sig == 0 {
+            let mut s = 0u64;
+            let rc = (f.signal_create)(1, 0, std::ptr::null(), &mut s);
+            if rc != HSA_STATUS_SUCCESS || s == 0 {
+                record_error(rc);
+                p.push(i);
+                return;
+            }
+            slot.sig.store(s, Relaxed);
+            sig = s;
+        }
+        let q = &*(data as *const QueueCtx);
+        let u16at = |o: usize| u16::from_le_bytes([pkt[o], pkt[o + 1]]) as u32;
+        let u32at = |o: usize| u32::from_le_bytes(pkt[o..o + 4].try_into().unwrap());
+        let u64at = |o: usize| u64::from_le_bytes(pkt[o..o + 8].try_into().unwrap());
+        let block = [u16at(4).max(1), u16at(6).max(1), u16at(8).max(1)];
+        let grid_wi = [u32at(12), u32at(16), u32at(20)];
+        *slot.info.get() = InFlight {
+            orig: u64at(56),
+            agent: q.agent,
+            kobj: u64at(32),
+            queue_id: q.queue_id,
+            tid: clock::gettid(),
+            submit_ns: clock::monotonic_ns(),
+            grid: [grid_wi[0].div_ceil(block[0]), grid_wi[1].div_ceil(block[1]), grid_wi[2].div_ceil(block[2])],
+            block,
+        };
+        slot.state.store(1, Release);
+        p.in_flight.fetch_add(1, Relaxed);
+        p.high.fetch_max(i + 1, Relaxed);
+        pkt[56..64].copy_from_slice(&sig.to_le_bytes());
+        writer(pkt.as_ptr() as *const c_void, 1);
+        done = true;
+        crate::kick_completion();
+    }));
+    if !done {
+        writer(pkts, count);
+    }
+}
+
+unsafe extern "C" fn queue_create_wrapper(
+    agent: u64,
+    size: u32,
+    qtype: u32,
+    callback: QueueCallback,
+    data: *mut c_void,
+    private_segment_size: u32,
+    group_segment_size: u32,
+    queue: *mut *mut c_void,
+) -> i32 {
+    let Some(f) = FNS.get() else { return 1 };
+    let rc = (f.intercept_create)(agent, size, qtype, callback, data, private_segment_size, group_segment_size, queue);
+    if rc != HSA_STATUS_SUCCESS || queue.is_null() || (*queue).is_null() {
+        refused(rc);
+        return (f.queue_create)(agent, size, qtype, callback, data, private_segment_size, group_segment_size, queue);
+    }
+    let q = *queue;
+    let rc = (f.set_profiler)(q, 1);
+    if rc != HSA_STATUS_SUCCESS {
+        record_error(rc);
+    }
+    let ctx = Box::into_raw(Box::new(QueueCtx { agent, queue_id: std::ptr::read_unaligned((q as *const u8).add(QUEUE_ID_OFF) as *const u64) }));
+    let rc = (f.intercept_register)(q, handler, ctx as *mut c_void);
+    if rc != HSA_STATUS_SUCCESS {
+        // An intercept queue without our handler still passes packets through.
+        refused(rc);
+        drop(Box::from_raw(ctx));
+    }
+    HSA_STATUS_SUCCESS
+}
+
+fn refused(rc: i32) {
+    record_error(rc);
+    if !INTERCEPT_REFUSED.swap(true, Relaxed) {
+        crate::say(&format!(
+            "HSA queue interception is not supported here (hsa_status_t {rc:#x}): queues are left alone, \
+             no GPU times from HSA mode; the CPU-side trace is complete"
+        ));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Completion thread.
+
+static STOP: AtomicU32 = AtomicU32::new(0);
+static RUNNING: AtomicBool = AtomicBool::new(false);
+/// Futex word the handler bumps to wake the completion thread.
+pub(crate) static WAKE: AtomicU32 = AtomicU32::new(0);
+
+fn complete(f: &Fns, p: &Pool, i: usize) {
+    let slot = &p.slots[i];
+    // SAFETY: state 1 (Acquire) published `info`.
+    let info = unsafe { *slot.info.get() };
+    let sig = slot.sig.load(Relaxed);
+    let mut t = [0u64; 2];
+    // SAFETY: runtime functions with valid arguments.
+    let rc = unsafe { (f.dispatch_time)(info.agent, sig, &mut t) };
+    let freq = FREQ.load(Relaxed).max(1);
+    let to_ns = |tick: u64| -> u64 {
+        let mut sys = tick;
+        // SAFETY: as above.
+        let r = unsafe { (f.convert_tick)(info.agent, tick, &mut sys) };
+        if r != HSA_STATUS_SUCCESS {
+            sys = tick;
+        }
+        if freq == 1_000_000_000 {
+            sys
+        } else {
+            ((sys as u128) * 1_000_000_000 / freq as u128) as u64
+        }
+    };
+    // Forward completion first: the application may be waiting on it.
+    if info.orig != 0 {
+        // SAFETY: the application's signal, decremented as the packet processor would have.
+        unsafe { (f.signal_subtract)(info.orig, 1) };
+    }
+    // SAFETY: our pool signal, back to 1 for its next use.
+    unsafe { (f.signal_store)(sig, 1) };
+    slot.state.store(0, Release);
+    // The slot goes back (and in_flight down, which quiesce() waits for) only once the op is
+    // queued, so a shutdown that saw in_flight == 0 publishes it.
+    let release = || {
+        p.push(i);
+        p.in_flight.fetch_sub(1, Release);
+    };
+    if rc != HSA_STATUS_SUCCESS {
+        record_error(rc);
+        release();
+        return;
+    }
+    let op = GpuOp {
+        source: Source::Hsa as u8,
+        op: OpKind::Dispatch as u8,
+        flags: wire::OP_TID_KNOWN | wire::OP_SUBMIT_TIME,
+        cpu_clock: ClockDomain::Monotonic as u8,
+        gpu_clock: ClockDomain::HsaSystem as u8,
+        device: device_of(info.agent),
+        queue: info.queue_id as u32,
+        tid: info.tid,
+        cpu_start_ns: info.submit_ns,
+        cpu_end_ns: info.submit_ns,
+        gpu_begin_ns: to_ns(t[0]),
+        gpu_end_ns: to_ns(t[1]),
+        grid: info.grid,
+        block: info.block,
+        kernel_name_id: kname_lookup(info.kobj),
+        op_count: 1,
+        ..Default::default()
+    };
+    counters().records_seen.fetch_add(1, Relaxed);
+    publish::emit(&op, true);
+    release();
+}
+
+fn completion_main() {
+    let Some(f) = FNS.get().copied() else { return };
+    let p = pool();
+    let mut stop_at: Option<u64> = None;
+    loop {
+        if STOP.load(Acquire) != 0 && stop_at.is_none() {
+            stop_at = Some(clock::monotonic_ns() + 1_000_000_000);
+        }
+        let mut found = 0;
+        for i in 0..p.high.load(Relaxed) {
+            let slot = &p.slots[i];
+            if slot.state.load(Acquire) != 1 {
+                continue;
+            }
+            // SAFETY: our pool signal.
+            if unsafe { (f.signal_load)(slot.sig.load(Relaxed)) } <= 0 {
+                complete(&f, p, i);
+                found += 1;
+            }
+        }
+        // Publish from here after the agent's shutdown, and whenever the GPU goes idle (a
+        // process may end right after its last synchronisation, e.g. with `_exit`).
+        if found > 0 && (publish::SHUTTING_DOWN.load(Acquire) || p.in_flight.load(Relaxed) == 0) {
+            publish::publish_queued(0);
+        }
+        if let Some(t) = stop_at {
+            if p.in_flight.load(Relaxed) == 0 || clock::monotonic_ns() > t {
+                break;
+            }
+        }
+        if found == 0 {
+            if p.in_flight.load(Relaxed) == 0 {
+                let w = WAKE.load(Acquire);
+                if p.in_flight.load(Relaxed) == 0 && STOP.load(Acquire) == 0 {
+                    crate::futex_wait(&WAKE, w, 20);
+                }
+            } else {
+                std::thread::sleep(std::time::Duration::from_micros(20));
+            }
+        }
+    }
+}
+
+fn start_completion_thread() {
+    RUNNING.store(true, Release);
+    let r = crate::spawn_blocking_signals("rtl-agent-hsa", || {
+        let _ = std::panic::catch_unwind(completion_main);
+        RUNNING.store(false, Release);
+    });
+    if r.is_err() {
+        RUNNING.store(false, Release);
+    }
+}
+
+/// Stops the completion thread (it finishes in-flight dispatches for up to 1 s).
+pub(crate) fn stop() {
+    if !RUNNING.load(Acquire) {
+        return;
+    }
+    STOP.store(1, Release);
+    crate::kick_completion();
+    let t0 = clock::monotonic_ns();
+    while RUNNING.load(Acquire) && clock::monotonic_ns() - t0 < 1_500_000_000 {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
+/// Waits (at most `ms`) until no dispatch is in flight.
+pub(crate) fn quiesce(ms: u64) {
+    let Some(p) = POOL_.get() else { return };
+    if !RUNNING.load(Acquire) {
+        return;
+    }
+    let t0 = clock::monotonic_ns();
+    while p.in_flight.load(Relaxed) > 0 && clock::monotonic_ns() - t0 < ms * 1_000_000 {
+        crate::kick_completion();
+        std::thread::sleep(std::time::Duration::from_micros(200));
+    }
+}
+
+/// A reading of the HSA system clock in ns (for ClockSync::gpu_ns), 0 if unavailable.
+pub(crate) fn system_ns() -> u64 {
+    let Some(f) = FNS.get() else { return 0 };
+    let mut ts: u64 = 0;
+    // SAFETY: runtime function with a valid out pointer.
+    if unsafe { (f.system_get_info)(SYSTEM_INFO_TIMESTAMP, &mut ts as *mut u64 as *mut c_void) } != HSA_STATUS_SUCCESS {
+        return 0;
+    }
+    let freq = FREQ.load(Relaxed).max(1);
+    ((ts as u128) * 1_000_000_000 / freq as u128) as u64
+}
+
+/// Installs signal capture into the runtime's table. Err: why not.
+///
+/// # Safety
+/// `table` is the `HsaApiTable*` the runtime passed to OnLoad.
+unsafe fn install(table: *mut u8) -> Result<(), &'static str> {
+    if table.is_null() {
+        return Err("no API table");
+    }
+    let core = *(table.add(ROOT_CORE) as *const *mut u8);
+    let amd = *(table.add(ROOT_AMD) as *const *mut u8);
+    if core.is_null() || amd.is_null() {
+        return Err("API table without core or AMD extension table");
+    }
+    let get = |t: *mut u8, off: usize| -> *const c_void { *(t.add(off) as *const *const c_void) };
+    let needed = [
+        get(core, core_off::QUEUE_CREATE),
+        get(core, core_off::SIGNAL_CREATE),
+        get(core, core_off::SIGNAL_LOAD_RELAXED),
+        get(core, core_off::SIGNAL_STORE_RELAXED),
+        get(core, core_off::SIGNAL_SUBTRACT_SCRELEASE),
+        get(core, core_off::EXECUTABLE_FREEZE),
+        get(core, core_off::EXECUTABLE_SYMBOL_GET_INFO),
+        get(core, core_off::EXECUTABLE_ITERATE_SYMBOLS),
+        get(core, core_off::SYSTEM_GET_INFO),
+        get(amd, amd_off::QUEUE_INTERCEPT_CREATE),
+        get(amd, amd_off::QUEUE_INTERCEPT_REGISTER),
+        get(amd, amd_off::PROFILING_SET_PROFILER_ENABLED),
+        get(amd, amd_off::PROFILING_GET_DISPATCH_TIME),
+        get(amd, amd_off::PROFILING_CONVERT_TICK),
+    ];
+    if needed.iter().any(|p| p.is_null()) {
+        return Err("API table entries missing");
+    }
+    let t = std::mem::transmute::<*const c_void, QueueCreateFn>;
+    let fns = Fns {
+        queue_create: t(needed[0]),
+        signal_create: std::mem::transmute::<*const c_void, SignalCreateFn>(needed[1]),
+        signal_load: std::mem::transmute::<*const c_void, SignalLoadFn>(needed[2]),
+        signal_store: std::mem::transmute::<*const c_void, SignalStoreFn>(needed[3]),
+        signal_subtract: std::mem::transmute::<*const c_void, SignalStoreFn>(needed[4]),
+        freeze: std::mem::transmute::<*const c_void, FreezeFn>(needed[5]),
+        symbol_get_info: std::mem::transmute::<*const c_void, SymbolGetInfoFn>(needed[6]),
+        iterate_symbols: std::mem::transmute::<*const c_void, IterateSymbolsFn>(needed[7]),
+        system_get_info: std::mem::transmute::<*const c_void, SystemGetInfoFn>(needed[8]),
+        intercept_create: t(needed[9]),
+        intercept_register: std::mem::transmute::<*const c_void, InterceptRegisterFn>(needed[10]),
+        set_profiler: std::mem::transmute::<*const c_void, SetProfilerFn>(needed[11]),
+        dispatch_time: std::mem::transmute::<*const c_void, DispatchTimeFn>(needed[12]),
+        convert_tick: std::mem::transmute::<*const c_void, ConvertTickFn>(needed[13]),
+    };
+    if FNS.set(fns).is_err() {
+        return Err("installed twice");
+    }
+    let mut freq: u64 = 0;
+    if (fns.system_get_info)(SYSTEM_INFO_TIMESTAMP_FREQUENCY, &mut freq as *mut u64 as *mut c_void) == HSA_STATUS_SUCCESS && freq > 0 {
+        FREQ.store(freq, Relaxed);
+    }
+    let iter: IterateAgentsFn = std::mem::transmute(get(core, core_off::ITERATE_AGENTS));
+    let agent_info = get(core, core_off::AGENT_GET_INFO);
+    if !agent_info.is_null() && !get(core, core_off::ITERATE_AGENTS).is_null() {
+        let rc = iter(collect_agent, agent_info as *mut c_void);
+        if rc != HSA_STATUS_SUCCESS {
+            record_error(rc);
+        }
+    }
+    publish::buffers();
+    pool();
+    start_completion_thread();
+    *(core.add(core_off::QUEUE_CREATE) as *mut *const c_void) = queue_create_wrapper as *const c_void;
+    *(core.add(core_off::EXECUTABLE_FREEZE) as *mut *const c_void) = freeze_wrapper as *const c_void;
+    Ok(())
+}
 
 /// `bool OnLoad(HsaApiTable* table, uint64_t runtime_version, uint64_t failed_tool_count,
 /// const char* const* failed_tool_names)`. Returns false (unload me) only when another copy of
 /// the agent is already active in the process.
 #[unsafe(no_mangle)]
 pub extern "C" fn OnLoad(
-    _table: *mut c_void,
+    table: *mut c_void,
     _runtime_version: u64,
     _failed_tool_count: u64,
     _failed_tool_names: *const *const c_char,
 ) -> bool {
     std::panic::catch_unwind(|| {
-        crate::publish::INFO.mode.fetch_or(wire::MODE_HSA_TOOL, std::sync::atomic::Ordering::Relaxed);
+        publish::INFO.mode.fetch_or(wire::MODE_HSA_TOOL, Relaxed);
         crate::start(crate::Trigger::HsaOnLoad);
-        !crate::is_duplicate()
+        if crate::is_duplicate() {
+            return false;
+        }
+        if crate::hsa_requested() {
+            // SAFETY: the runtime's table, during OnLoad.
+            match unsafe { install(table as *mut u8) } {
+                Ok(()) => crate::hsa_active(),
+                Err(why) => crate::hsa_failed(why),
+            }
+        }
+        true
     })
     .unwrap_or(true)
 }
 
 /// `void OnUnload(void)`: flush what is queued. The HIP runtime may be mid-teardown here, so no
-/// call goes back into it.
+/// call goes back into it; the HSA completion thread finishes in-flight dispatches (bounded).
 #[unsafe(no_mangle)]
 pub extern "C" fn OnUnload() {
     let _ = std::panic::catch_unwind(|| crate::shutdown(crate::Reason::HsaOnUnload));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pool_free_list() {
+        let p = Pool::new();
+        let mut got = vec![];
+        while let Some(i) = p.pop() {
+            got.push(i);
+        }
+        assert_eq!(got.len(), POOL);
+        got.sort();
+        got.dedup();
+        assert_eq!(got.len(), POOL, "each slot once");
+        for i in got {
+            p.push(i);
+        }
+        let p = std::sync::Arc::new(p);
+        let ts: Vec<_> = (0..4)
+            .map(|_| {
+                let p = p.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..20_000 {
+                        if let Some(i) = p.pop() {
+                            assert_eq!(p.slots[i].state.swap(1, AcqRel), 0, "slot handed out twice");
+                            p.slots[i].state.store(0, Release);
+                            p.push(i);
+                        }
+                    }
+                })
+            })
+            .collect();
+        for t in ts {
+            t.join().unwrap();
+        }
+        let mut n = 0;
+        while p.pop().is_some() {
+            n += 1;
+        }
+        assert_eq!(n, POOL, "none lost");
+    }
+
+    #[test]
+    fn kernel_name_table() {
+        kname_insert(0x1000, 7);
+        kname_insert(0x2000, 8);
+        assert_eq!(kname_lookup(0x1000), 7);
+        assert_eq!(kname_lookup(0x2000), 8);
+        assert_eq!(kname_lookup(0x3000), 0);
+    }
 }

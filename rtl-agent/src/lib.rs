@@ -177,6 +177,63 @@ pub(crate) fn is_duplicate() -> bool {
     DUPLICATE.load(Relaxed)
 }
 
+/// RTL_AGENT_GPU=hsa and this copy is the active agent.
+pub(crate) fn hsa_requested() -> bool {
+    config().gpu == GpuMode::Hsa && !is_duplicate() && PHASE.load(Acquire) == INACTIVE && in_shared_object()
+}
+
+/// Signal capture installed (from OnLoad).
+pub(crate) fn hsa_active() {
+    INFO.status.store(wire::Status::Active as u8, Relaxed);
+    publish::GPU_CLOCK.store(wire::ClockDomain::HsaSystem as u8, Relaxed);
+    PHASE.store(ACTIVE, Release);
+    if !ONCE_ATEXIT.swap(true, Relaxed) {
+        // SAFETY: a plain function pointer.
+        unsafe { libc::atexit(at_exit) };
+    }
+    if !THREAD_RUNNING.load(Acquire) {
+        spawn_publisher();
+    }
+    publish::publish_meta(0);
+}
+
+/// Signal capture could not be installed.
+pub(crate) fn hsa_failed(why: &str) {
+    INFO.status.store(wire::Status::Unsupported as u8, Relaxed);
+    say(&format!("HSA signal capture not installed ({why}); queues are left alone, no GPU times"));
+    publish::publish_meta(0);
+}
+
+/// Wakes the HSA completion thread.
+pub(crate) fn kick_completion() {
+    hsa::WAKE.fetch_add(1, Release);
+    // SAFETY: futex wake on our own static word.
+    unsafe { libc::syscall(libc::SYS_futex, hsa::WAKE.as_ptr(), libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG, 1) };
+}
+
+/// Waits on `word` while it equals `val`, at most `ms`.
+pub(crate) fn futex_wait(word: &AtomicU32, val: u32, ms: u64) {
+    let ts = libc::timespec { tv_sec: (ms / 1000) as i64, tv_nsec: ((ms % 1000) * 1_000_000) as i64 };
+    // SAFETY: futex on a static word with a timeout.
+    unsafe {
+        libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG, val, &ts as *const _);
+    }
+}
+
+/// Spawns an agent thread with every signal blocked (set before creation: no window).
+pub(crate) fn spawn_blocking_signals(name: &str, f: impl FnOnce() + Send + 'static) -> std::io::Result<()> {
+    // SAFETY: plain sigset manipulation.
+    unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+        let r = std::thread::Builder::new().name(name.into()).stack_size(256 << 10).spawn(f);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+        r.map(|_| ())
+    }
+}
+
 /// Path of the object this code lives in (None: not found).
 fn own_object() -> Option<(String, usize)> {
     // SAFETY: dladdr on our own function; the name lives as long as the object.
@@ -274,13 +331,26 @@ pub(crate) fn start(trigger: Trigger) {
             return;
         }
         GpuMode::Hsa => {
+            // Signal capture starts in OnLoad, when the HSA runtime loads this library as a tool.
             INFO.source.store(wire::Source::Hsa as u8, Relaxed);
             INFO.status.store(wire::Status::Unsupported as u8, Relaxed);
-            say("RTL_AGENT_GPU=hsa: HSA signal capture is not in this agent build; no GPU times \
-                 (queues are left alone, the CPU-side trace is unaffected). Use RTL_AGENT_GPU=clr \
-                 with a ROCm whose HIP runtime has hipProfiler*Ext.");
+            install_hooks();
             PHASE.store(INACTIVE, Release);
-            publish::publish_meta(0);
+            let tools = std::env::var("HSA_TOOLS_LIB").unwrap_or_default();
+            let own_base = own.rsplit('/').next().unwrap_or(&own).to_string();
+            let named = tools.split_ascii_whitespace().any(|e| {
+                if e.contains('/') {
+                    same_file(OsStr::new(e), OsStr::new(&own))
+                } else {
+                    e == own_base
+                }
+            });
+            if !named {
+                say(&format!(
+                    "RTL_AGENT_GPU=hsa needs the agent in HSA_TOOLS_LIB (HSA_TOOLS_LIB={own}); no GPU times"
+                ));
+                publish::publish_meta(0);
+            }
             return;
         }
         GpuMode::Auto | GpuMode::Clr => {}
@@ -349,11 +419,7 @@ fn activate(h: *mut c_void, name: &CStr) {
 // The publisher thread.
 
 fn futex_wait_stop(ms: u64) {
-    let ts = libc::timespec { tv_sec: (ms / 1000) as i64, tv_nsec: ((ms % 1000) * 1_000_000) as i64 };
-    // SAFETY: futex on our own static word with a timeout.
-    unsafe {
-        libc::syscall(libc::SYS_futex, STOP.as_ptr(), libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG, 0u32, &ts as *const _);
-    }
+    futex_wait(&STOP, 0, ms);
 }
 
 fn wake_publisher() {
@@ -370,20 +436,10 @@ pub(crate) fn kick_publisher() {
 
 fn spawn_publisher() {
     THREAD_RUNNING.store(true, Release);
-    // Block every signal in the new thread (set before creation, so there is no window).
-    // SAFETY: plain sigset manipulation.
-    let spawned = unsafe {
-        let mut all: libc::sigset_t = std::mem::zeroed();
-        let mut old: libc::sigset_t = std::mem::zeroed();
-        libc::sigfillset(&mut all);
-        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
-        let r = std::thread::Builder::new().name("rtl-agent".into()).stack_size(256 << 10).spawn(|| {
-            let _ = std::panic::catch_unwind(publisher_main);
-            THREAD_RUNNING.store(false, Release);
-        });
-        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
-        r
-    };
+    let spawned = spawn_blocking_signals("rtl-agent", || {
+        let _ = std::panic::catch_unwind(publisher_main);
+        THREAD_RUNNING.store(false, Release);
+    });
     if let Err(e) = spawned {
         THREAD_RUNNING.store(false, Release);
         say(&format!("cannot start the publisher thread ({e}); GPU records are published at exit only"));
@@ -455,6 +511,12 @@ pub(crate) fn shutdown(reason: Reason) {
         publish::SHUTTING_DOWN.store(true, Release);
         if reason != Reason::HsaOnUnload {
             stop_runtime_bounded();
+            // HSA: let in-flight dispatches complete (bounded); the completion thread keeps
+            // forwarding completions afterwards (the runtime's own teardown may wait on them)
+            // and publishes late ones itself.
+            hsa::quiesce(1000);
+        } else {
+            hsa::stop();
         }
         publish::publish_queued(0);
         INFO.status.store(wire::Status::Stopped as u8, Relaxed);

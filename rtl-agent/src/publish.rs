@@ -118,6 +118,8 @@ impl Queue {
 // ---------------------------------------------------------------------------------------------
 // String interning: content-hashed, ids are slot index + 1, bytes in a bump arena.
 
+/// A claimed slot whose bytes are still being written (also the all-zero initial state).
+#[allow(dead_code)]
 const S_WRITING: u8 = 0;
 const S_READY: u8 = 1;
 const S_DEAD: u8 = 2;
@@ -587,7 +589,11 @@ pub fn publish_meta(flags: u32) {
     let mut w = new_writer(&mut buf);
     w.push_info(&info());
     let gpu = ClockDomain::from_u8(GPU_CLOCK.load(Relaxed)).unwrap_or(ClockDomain::Unknown);
-    w.push_clock(&crate::clock::sync(gpu));
+    let mut c = crate::clock::sync(gpu);
+    if gpu == ClockDomain::HsaSystem {
+        c.gpu_ns = crate::hsa::system_ns();
+    }
+    w.push_clock(&c);
     w.push_counters(&counters().snapshot());
     let bytes = w.finish_seq(flags, Some(BATCH_SEQ.fetch_add(1, Relaxed)));
     hand_off(bytes);

@@ -330,3 +330,102 @@ fn with_gpu_clr_profile_output_too() {
     let r = run("clr-output", "demo", &[], &[("GPU_CLR_PROFILE_OUTPUT", "/dev/null")]);
     check_exact(&r);
 }
+
+// ---- HSA mode (RTL_AGENT_GPU=hsa, loaded through HSA_TOOLS_LIB) ----
+
+fn run_hsa(name: &str, prog: &str, args: &[&str], env: &[(&str, &str)]) -> Run {
+    let so = agent_so();
+    let mut e: Vec<(&str, &str)> = vec![("HSA_TOOLS_LIB", so.to_str().unwrap()), ("RTL_AGENT_GPU", "hsa")];
+    e.extend_from_slice(env);
+    let r = run_with(name, &workload(prog), args, &e, false);
+    r
+}
+
+/// Every single-packet dispatch of the truth, exact GPU times (the HSA system clock is
+/// CLOCK_MONOTONIC here, the truth's `start`/`end`), device, grid/block, kernel symbol name,
+/// submitting tid; graph dispatches (multi-packet batches) are left alone and counted.
+/// Returns (dispatches checked, graph dispatches in the truth).
+fn check_hsa(r: &Run) -> (usize, usize) {
+    let mut pool: HashMap<(u64, u64, u64, u32), Vec<wire::GpuOp>> = HashMap::new();
+    for (&pid, p) in &r.procs {
+        assert_eq!(p.dangling_ids, 0);
+        for o in &p.ops {
+            assert_eq!(o.source, wire::Source::Hsa as u8);
+            assert_eq!(o.gpu_clock, wire::ClockDomain::HsaSystem as u8);
+            pool.entry((pid as u64, o.gpu_begin_ns, o.gpu_end_ns, o.device)).or_default().push(*o);
+        }
+        if let Some(c) = p.counters.last() {
+            assert_eq!(c.dropped_queue_full, 0, "{c:?}");
+            assert_eq!(c.api_errors, 0, "pid {pid}: {c:?} {:?}", p.infos.last());
+        }
+    }
+    let (mut n, mut graph) = (0, 0);
+    for t in r.truth.iter().filter(|o| o["type"] == "op" && o["op"] == "dispatch") {
+        if t["is_graph"] == "true" {
+            graph += 1;
+            continue;
+        }
+        n += 1;
+        let pid = u(t, "pid");
+        let o = pool
+            .get_mut(&(pid, u(t, "start"), u(t, "end"), u(t, "device") as u32))
+            .and_then(|v| v.pop())
+            .unwrap_or_else(|| panic!("dispatch missing: {t:?}"));
+        assert_eq!(o.grid, arr3(t, "grid"), "{t:?}");
+        assert_eq!(o.block, arr3(t, "block"), "{t:?}");
+        assert_eq!(o.tid as u64, u(t, "api_tid"), "{t:?}");
+        let name = &r.procs[&(pid as u32)].strings[&o.kernel_name_id];
+        assert!(Some(name) == t.get("kernel") || Some(name) == t.get("kernel_demangled"), "{name} vs {t:?}");
+    }
+    let extra: Vec<_> = pool.values().flatten().collect();
+    assert!(extra.is_empty(), "{} ops not in the truth (graph nodes?): {:?}", extra.len(), extra.first());
+    (n, graph)
+}
+
+#[test]
+fn hsa_mode_dispatches_exact() {
+    let r = run_hsa("hsa-demo", "demo", &[], &[]);
+    let (n, _) = check_hsa(&r);
+    assert!(n >= 12);
+    let p = r.procs.values().next().unwrap();
+    assert_eq!(p.infos[0].source, wire::Source::Hsa as u8);
+    assert_eq!(p.infos.last().unwrap().status, Status::Stopped as u8);
+}
+
+#[test]
+fn hsa_mode_device_tick_origin_converted() {
+    let r = run_hsa("hsa-ticks", "demo", &[], &[("ROCM_SIM_GPU_TICK_ORIGIN", "device")]);
+    check_hsa(&r);
+}
+
+#[test]
+fn hsa_mode_graph_batches_left_alone() {
+    // With the simulator's batch bug switched on, touching a multi-packet batch would abort.
+    let r = run_hsa("hsa-graph", "graph_replay", &["--nodes", "100", "--replays", "4"], &[("ROCM_SIM_INTERCEPT_BATCH_BUG", "1")]);
+    let (n, graph) = check_hsa(&r);
+    assert!(graph >= 400, "{n} {graph}");
+    let c = r.procs.values().next().unwrap().counters.last().unwrap();
+    assert!(c.graph_batches_skipped >= 4, "{c:?}");
+}
+
+#[test]
+fn hsa_mode_interception_unsupported() {
+    let r = run_hsa("hsa-unsup", "demo", &[], &[("ROCM_SIM_INTERCEPT", "unsupported")]);
+    let warn: Vec<&str> = r.stderr.lines().filter(|l| l.starts_with("rtl-agent")).collect();
+    assert_eq!(warn.len(), 1, "{}", r.stderr);
+    assert!(warn[0].contains("interception is not supported"), "{}", warn[0]);
+    assert!(r.procs.values().all(|p| p.ops.is_empty()));
+    assert!(r.truth.iter().any(|o| o["type"] == "op"), "the workload ran");
+}
+
+/// Forked workers end with `_exit`: only a preloaded agent can interpose it, so `run` sets
+/// LD_PRELOAD as well as HSA_TOOLS_LIB (the runtime's dlopen of the same path returns the
+/// preloaded copy, whose OnLoad installs the capture).
+#[test]
+fn hsa_mode_serve_sim_multiprocess() {
+    let so = agent_so();
+    let r = run_hsa("hsa-serve", "serve_sim", &[], &[("LD_PRELOAD", so.to_str().unwrap())]);
+    let (n, _) = check_hsa(&r);
+    assert!(n > 1000, "{n}");
+    assert_eq!(r.procs.values().filter(|p| !p.ops.is_empty()).count(), 8);
+}

@@ -185,7 +185,10 @@ pub const OP_TID_KNOWN: u8 = 1 << 1;
 pub const OP_HAS_CPU_TIMES: u8 = 1 << 2;
 /// `GpuOp::flags`: `thread_id` holds the profiler's 64-bit thread hash.
 pub const OP_HAS_THREAD_HASH: u8 = 1 << 3;
-const OP_FLAGS_ALL: u8 = 0x0f;
+/// `GpuOp::flags`: `cpu_start_ns` (= `cpu_end_ns`) is the instant the op was submitted, inside
+/// the launching API call, on `cpu_clock` (HSA mode: CLOCK_MONOTONIC, on thread `tid`).
+pub const OP_SUBMIT_TIME: u8 = 1 << 4;
+const OP_FLAGS_ALL: u8 = 0x1f;
 
 /// One GPU operation, with the API call that caused it. 152 bytes.
 #[repr(C)]
