@@ -399,3 +399,29 @@ fn bad_inputs_get_clear_errors() {
         .unwrap();
     assert_eq!(n, 1);
 }
+
+#[test]
+fn conversion_never_overwrites_the_trace_or_leaves_partial_output() {
+    let d = tmpdir();
+    let p = sample_trace(&d.path().join("t.db"), "nodeA", 0);
+    let before = std::fs::read(&p).unwrap();
+    for r in [
+        convert_perfetto_json(&p, &p),
+        convert_perfetto_proto(&p, &p),
+    ] {
+        let e = format!("{:#}", r.unwrap_err());
+        assert!(e.contains("the output is the trace itself"), "{e}");
+    }
+    assert_eq!(std::fs::read(&p).unwrap(), before);
+    // a failing conversion leaves no file behind
+    let bad = d.path().join("bad.db");
+    std::fs::write(&bad, "not a trace").unwrap();
+    let out = d.path().join("out.json");
+    assert!(convert_perfetto_json(&bad, &out).is_err());
+    assert!(!out.exists());
+    let names: Vec<_> = std::fs::read_dir(d.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+}

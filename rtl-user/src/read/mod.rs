@@ -91,3 +91,52 @@ fn tune(conn: &Connection) -> Result<()> {
 /// Track id offset for GPU devices in the Perfetto outputs (a pid no real process has:
 /// Linux pids are below 2^22).
 pub const GPU_PID_BASE: i64 = 1 << 24;
+
+/// An output file written through a temporary file beside it and renamed into place by
+/// [`OutFile::commit`]; dropped uncommitted (an error), the partial file is removed.
+pub(crate) struct OutFile {
+    tmp: std::path::PathBuf,
+    out: std::path::PathBuf,
+    done: bool,
+}
+
+impl OutFile {
+    /// Refuses an output that is the trace itself; creates the temporary file.
+    pub(crate) fn create(db: &Path, out: &Path) -> Result<(std::fs::File, OutFile)> {
+        if let (Ok(a), Ok(b)) = (std::fs::canonicalize(db), std::fs::canonicalize(out)) {
+            if a == b {
+                anyhow::bail!("{}: the output is the trace itself", out.display());
+            }
+        }
+        let name = out
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .ok_or_else(|| anyhow::anyhow!("{}: not a file name", out.display()))?;
+        let tmp = out.with_file_name(format!(".{name}.partial"));
+        let f = std::fs::File::create(&tmp)
+            .with_context(|| format!("{}: cannot create", out.display()))?;
+        Ok((
+            f,
+            OutFile {
+                tmp,
+                out: out.to_path_buf(),
+                done: false,
+            },
+        ))
+    }
+
+    pub(crate) fn commit(mut self) -> Result<()> {
+        std::fs::rename(&self.tmp, &self.out)
+            .with_context(|| format!("{}: cannot write", self.out.display()))?;
+        self.done = true;
+        Ok(())
+    }
+}
+
+impl Drop for OutFile {
+    fn drop(&mut self) {
+        if !self.done {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
+}

@@ -5,7 +5,6 @@
 //! microseconds with nanosecond decimals); each API -> op link is a flow: `s` inside the API
 //! slice and `f` with `"bp":"e"` inside the op slice, same `id`.
 
-use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
 
@@ -163,7 +162,7 @@ fn write_all(conn: &rusqlite::Connection, db: &Path, w: &mut dyn Write) -> Resul
 /// Writes `db` as Chrome trace JSON to `out` (gzip-compressed when `out` ends in `.gz`).
 pub fn convert_perfetto_json(db: &Path, out: &Path) -> Result<()> {
     let conn = super::open_trace(db)?;
-    let f = File::create(out).with_context(|| format!("{}: cannot create", out.display()))?;
+    let (f, guard) = super::OutFile::create(db, out)?;
     let gz = out.extension().is_some_and(|e| e == "gz");
     let res = if gz {
         // Buffer in front of the encoder: it compresses poorly and slowly in tiny writes.
@@ -182,5 +181,6 @@ pub fn convert_perfetto_json(db: &Path, out: &Path) -> Result<()> {
         let mut w = BufWriter::with_capacity(1 << 20, f);
         write_all(&conn, db, &mut w).and_then(|_| Ok(w.flush()?))
     };
-    res.with_context(|| format!("converting {} to {}", db.display(), out.display()))
+    res.with_context(|| format!("converting {} to {}", db.display(), out.display()))?;
+    guard.commit()
 }

@@ -325,7 +325,7 @@ impl<W: Write> Sink for ProtoSink<W> {
 /// Writes `db` as a Perfetto protobuf trace to `out`.
 pub fn convert_perfetto_proto(db: &Path, out: &Path) -> Result<()> {
     let conn = super::open_trace(db)?;
-    let f = File::create(out).with_context(|| format!("{}: cannot create", out.display()))?;
+    let (f, guard) = super::OutFile::create(db, out)?;
     let mut sink = ProtoSink {
         w: BufWriter::with_capacity(1 << 20, f),
         buf: Vec::with_capacity(4096),
@@ -366,5 +366,7 @@ pub fn convert_perfetto_proto(db: &Path, out: &Path) -> Result<()> {
         sink.w.flush()?;
         Ok(())
     };
-    run(&mut sink).with_context(|| format!("converting {} to {}", db.display(), out.display()))
+    run(&mut sink).with_context(|| format!("converting {} to {}", db.display(), out.display()))?;
+    drop(sink);
+    guard.commit()
 }
