@@ -172,6 +172,12 @@ fn merge_two_hosts_keeps_every_row() {
         s["lost"]["dropped"]["dropped_events"], "6",
         "drop counters summed"
     );
+    assert_eq!(
+        s["lost"]["dropped"].as_object().unwrap().len(),
+        1,
+        "per-input copies not repeated: {}",
+        s["lost"]["dropped"]
+    );
     assert_eq!(s["processes"].as_array().unwrap().len(), 4);
     let j = d.path().join("merged.json");
     convert_perfetto_json(&out, &j).unwrap();

@@ -261,3 +261,33 @@ fn summary_status_reasons() {
     assert_eq!(sync["unclosed"], 4);
     assert_eq!(sync["errors"], 1);
 }
+
+#[test]
+fn summary_shows_nonzero_collector_loss_counters() {
+    let d = tmpdir();
+    let db = sample_trace(&d.path().join("t.db"), "nodeA", 0);
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute_batch(
+            "INSERT INTO rocpd_metadata(tag, value) VALUES ('ringbuf_drops', '0'), ('ringbuf_drops_per_cpu', '0,0'),
+                 ('calls_unclosed', '2'), ('returns_without_entry', '5'), ('gpu_ops_ambiguous', '0'), ('probe_entries', '900')",
+        )
+        .unwrap();
+    let mut out = Vec::new();
+    summary(&db, &SummaryOptions::default(), &mut out).unwrap();
+    let text = String::from_utf8(out).unwrap();
+    assert!(
+        text.contains("calls_unclosed: 2") && text.contains("returns_without_entry: 5"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("ringbuf_drops") && !text.contains("probe_entries"),
+        "{text}"
+    );
+    let s = json_summary(&db);
+    assert_eq!(
+        s["lost"]["dropped"]["ringbuf_drops"], "0",
+        "--json has them all"
+    );
+    assert!(s["lost"]["dropped"].get("probe_entries").is_none());
+}

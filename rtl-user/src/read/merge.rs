@@ -410,12 +410,17 @@ pub fn merge(inputs: &[PathBuf], out: &Path, out_host_tag: bool) -> Result<Merge
             }
         }
         {
-            let mut st = c.prepare(
+            let words = super::summary::LOSS_WORDS
+                .iter()
+                .map(|w| format!("t LIKE '%{w}%'"))
+                .collect::<Vec<_>>()
+                .join(" OR ");
+            let mut st = c.prepare(&format!(
                 "SELECT substr(tag, instr(tag, '.') + 1) AS t, sum(CAST(value AS INTEGER)) FROM rocpd_metadata
                  WHERE tag GLOB 'input[0-9]*.*' AND CAST(value AS INTEGER) || '' = trim(value)
-                   AND (t LIKE '%drop%' OR t LIKE '%lost%' OR t LIKE '%overflow%' OR t LIKE '%missed%')
-                 GROUP BY t",
-            )?;
+                   AND ({words})
+                 GROUP BY t"
+            ))?;
             let rows = st
                 .query_map([], |r| {
                     Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?.to_string()))

@@ -617,11 +617,27 @@ pub(crate) fn status_name(status: i64) -> &'static str {
     }
 }
 
+/// Words that make a `rocpd_metadata` tag a counter of lost or incomplete data (the collector
+/// writes e.g. ringbuf_drops, calls_unclosed, returns_without_entry, records_rejected,
+/// gpu_ops_unlinked, gpu_ops_ambiguous, agent_dropped_queue_full, agent_batches_truncated).
+pub(crate) const LOSS_WORDS: &[&str] = &[
+    "drop",
+    "lost",
+    "overflow",
+    "missed",
+    "truncat",
+    "unlinked",
+    "unclosed",
+    "without",
+    "rejected",
+    "oversized",
+    "ambiguous",
+    "skipped",
+];
+
 fn is_drop_tag(tag: &str) -> bool {
     let t = tag.to_ascii_lowercase();
-    ["drop", "lost", "overflow", "missed", "truncat", "unlinked"]
-        .iter()
-        .any(|k| t.contains(k))
+    LOSS_WORDS.iter().any(|k| t.contains(k))
 }
 
 /// Demangles C++ kernel names (`_Z...`); others unchanged.
@@ -662,10 +678,17 @@ pub fn summary_data(db: &Path, top: usize) -> Result<Summary> {
             ))
         })?
         .collect::<Result<Vec<_>, _>>()?;
+    // In a merged file the per-input copies (input<N>.tag) are summed under the plain tag.
+    let merged = s.metadata.iter().any(|(t, _)| t == "merged_inputs");
+    let per_input = |t: &str| {
+        t.strip_prefix("input")
+            .and_then(|r| r.split_once('.'))
+            .is_some_and(|(n, _)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    };
     s.dropped = s
         .metadata
         .iter()
-        .filter(|(t, _)| is_drop_tag(t))
+        .filter(|(t, _)| is_drop_tag(t) && !(merged && per_input(t)))
         .cloned()
         .collect();
 
@@ -1167,10 +1190,22 @@ fn write_text(s: &Summary, out: &mut dyn Write) -> Result<()> {
         )?;
     }
     writeln!(out, "  API calls that returned an error: {}", s.api_errors)?;
+    // Collector counters: the non-zero ones (all of them are in --json).
+    let zero = |v: &str| {
+        v.split(',')
+            .all(|x| x.trim().parse::<f64>().is_ok_and(|n| n == 0.0))
+    };
+    let nonzero: Vec<_> = s.dropped.iter().filter(|(_, v)| !zero(v)).collect();
     if s.dropped.is_empty() {
-        writeln!(out, "  drop counters: none recorded")?;
+        writeln!(out, "  collector loss counters: none recorded in this file")?;
+    } else if nonzero.is_empty() {
+        writeln!(
+            out,
+            "  collector loss counters: all {} are 0",
+            s.dropped.len()
+        )?;
     }
-    for (k, v) in &s.dropped {
+    for (k, v) in nonzero {
         writeln!(out, "  {k}: {v}")?;
     }
     Ok(())
