@@ -119,8 +119,30 @@ fn basename(s: &str) -> &str {
 
 /// Streams the whole trace into `sink`.
 pub(crate) fn emit(conn: &Connection, sink: &mut dyn Sink) -> Result<()> {
+    let p = prelude(conn)?;
+    emit_tracks(conn, &p, sink)?;
+    emit_apis(conn, &p, sink)?;
+    emit_ops(conn, &p, sink)?;
+    emit_markers(conn, &p, sink)
+}
+
+/// What every part of the timeline needs: string table, processes, whether correlation-id-only
+/// links exist.
+pub(crate) struct Prelude {
+    names: HashMap<i64, String>,
+    has_corr_fallback: bool,
+    procs: HashMap<i64, (String, Option<String>)>,
+    pids: Vec<i64>,
+}
+
+impl Prelude {
+    fn name_of(&self, id: i64) -> &str {
+        self.names.get(&id).map(String::as_str).unwrap_or("")
+    }
+}
+
+pub(crate) fn prelude(conn: &Connection) -> Result<Prelude> {
     let names = strings(conn)?;
-    let name_of = |id: i64| names.get(&id).map(String::as_str).unwrap_or("");
     let has_corr_fallback: bool = conn.query_row(
         "SELECT EXISTS (SELECT 1 FROM rocpd_op o WHERE o.gpuId >= 0 AND o.correlation_id != 0
              AND NOT EXISTS (SELECT 1 FROM rocpd_api_ops l WHERE l.op_id = o.id)
@@ -166,8 +188,18 @@ pub(crate) fn emit(conn: &Connection, sink: &mut dyn Sink) -> Result<()> {
     }
     let mut pids: Vec<_> = procs.keys().copied().collect();
     pids.sort();
-    for pid in &pids {
-        let (n, c) = &procs[pid];
+    Ok(Prelude {
+        names,
+        has_corr_fallback,
+        procs,
+        pids,
+    })
+}
+
+/// Process, thread and GPU queue tracks.
+pub(crate) fn emit_tracks(conn: &Connection, p: &Prelude, sink: &mut dyn Sink) -> Result<()> {
+    for pid in &p.pids {
+        let (n, c) = &p.procs[pid];
         sink.process(*pid, n, c.as_deref(), *pid)?;
     }
     let mut st = conn.prepare("SELECT DISTINCT pid, tid FROM rocpd_api ORDER BY pid, tid")?;
@@ -202,8 +234,13 @@ pub(crate) fn emit(conn: &Connection, sink: &mut dyn Sink) -> Result<()> {
         sink.thread(GPU_PID_BASE + gpu, *q, &format!("queue {q}"), *q)?;
     }
 
-    // API calls, per thread in start order.
-    let flows_fallback = if has_corr_fallback {
+    Ok(())
+}
+
+/// API calls, per thread in start order.
+pub(crate) fn emit_apis(conn: &Connection, p: &Prelude, sink: &mut dyn Sink) -> Result<()> {
+    let name_of = |id: i64| p.name_of(id);
+    let flows_fallback = if p.has_corr_fallback {
         "(SELECT group_concat(o.id) FROM rocpd_op o WHERE a.correlation_id != 0 AND o.correlation_id = a.correlation_id AND o.gpuId >= 0
               AND NOT EXISTS (SELECT 1 FROM rocpd_api_ops l WHERE l.op_id = o.id)
               AND a.id = (SELECT min(a2.id) FROM rocpd_api a2 WHERE a2.correlation_id = a.correlation_id))"
@@ -307,8 +344,15 @@ pub(crate) fn emit(conn: &Connection, sink: &mut dyn Sink) -> Result<()> {
     }
     drop(rows);
 
-    // GPU ops, per queue in start order.
-    let flows_fallback = if has_corr_fallback {
+    Ok(())
+}
+
+/// GPU ops, per queue in start order.
+pub(crate) fn emit_ops(conn: &Connection, p: &Prelude, sink: &mut dyn Sink) -> Result<()> {
+    let name_of = |id: i64| p.name_of(id);
+    let mut announced: std::collections::HashSet<(i64, i64)> = std::collections::HashSet::new();
+    let mut open_tracks: Vec<(i64, i64)> = vec![];
+    let flows_fallback = if p.has_corr_fallback {
         "CASE WHEN o.correlation_id != 0 AND NOT EXISTS (SELECT 1 FROM rocpd_api_ops l WHERE l.op_id = o.id)
               AND EXISTS (SELECT 1 FROM rocpd_api a WHERE a.correlation_id = o.correlation_id) THEN o.id END"
     } else {
@@ -380,7 +424,14 @@ pub(crate) fn emit(conn: &Connection, sink: &mut dyn Sink) -> Result<()> {
     }
     drop(rows);
 
-    // roctx ranges (marker ops, gpuId < 0): on a track beside the thread that pushed them.
+    Ok(())
+}
+
+/// roctx ranges (marker ops, gpuId < 0): on a track beside the thread that pushed them.
+pub(crate) fn emit_markers(conn: &Connection, p: &Prelude, sink: &mut dyn Sink) -> Result<()> {
+    let name_of = |id: i64| p.name_of(id);
+    let mut announced: std::collections::HashSet<(i64, i64)> = std::collections::HashSet::new();
+    let mut open_tracks: Vec<(i64, i64)> = vec![];
     let sql = "SELECT o.id, o.start, o.end, o.description_id, o.queueId,
                   coalesce((SELECT a.pid FROM rocpd_api_ops l JOIN rocpd_api a ON a.id = l.api_id WHERE l.op_id = o.id LIMIT 1),
                            (SELECT a.pid FROM rocpd_api a WHERE o.correlation_id != 0 AND a.correlation_id = o.correlation_id LIMIT 1)),
@@ -402,7 +453,7 @@ pub(crate) fn emit(conn: &Connection, sink: &mut dyn Sink) -> Result<()> {
         })?
         .collect::<Result<Vec<_>, _>>()?;
     // Place each marker: its API's thread, else the process named by queueId, else a global track.
-    let known: std::collections::HashSet<i64> = pids.iter().copied().collect();
+    let known: std::collections::HashSet<i64> = p.pids.iter().copied().collect();
     let mut placed: Vec<Marker> = markers
         .drain(..)
         .map(|(id, s, e, d, q, pid, tid)| {
