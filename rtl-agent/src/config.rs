@@ -2,7 +2,7 @@
 //!
 //! | variable | values | default | meaning |
 //! | --- | --- | --- | --- |
-//! | `RTL_AGENT_GPU` | `auto`, `clr`, `hsa`, `none` | `auto` | GPU source. `auto` and `clr` use hipProfiler*Ext when libamdhip64 has it; `hsa` asks for HSA signal capture (not in this build: warns, no GPU times); `none` turns the agent off. |
+//! | `RTL_AGENT_GPU` | `auto`, `clr`, `hsa`, `none` | `auto` | GPU source. `clr`: hipProfiler*Ext. `hsa`: HSA signal capture (needs the agent in `HSA_TOOLS_LIB`; add it to `LD_PRELOAD` too so `_exit` is flushed). `auto`: hipProfiler*Ext when the loaded libamdhip64 has it, else HSA capture when loaded through `HSA_TOOLS_LIB`. `none`: agent off. |
 //! | `RTL_AGENT_DRAIN_MS` | 1..=60000 | 100 | Period of the publisher thread: GetRecords drains (no chunk callback) and queue flushes. |
 //! | `RTL_AGENT_WAIT_MS` | 0..=3600000 | 30000 | How long the publisher thread keeps looking for a libamdhip64 loaded after start (dlopen by Python etc.). |
 //! | `RTL_AGENT_QUIET` | `1` | unset | No messages on stderr (status still goes to the collector in the Info record). |

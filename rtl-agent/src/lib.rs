@@ -143,6 +143,8 @@ static DUPLICATE: AtomicBool = AtomicBool::new(false);
 static ONCE_HOOKS: AtomicBool = AtomicBool::new(false);
 static ONCE_ATEXIT: AtomicBool = AtomicBool::new(false);
 static WARNED_API: AtomicBool = AtomicBool::new(false);
+/// HSA_TOOLS_LIB names this library.
+static HSA_TOOL_NAMED: AtomicBool = AtomicBool::new(false);
 
 fn config() -> &'static Config {
     CONFIG.get_or_init(|| Config::from_env().0)
@@ -179,11 +181,32 @@ pub(crate) fn is_duplicate() -> bool {
 
 /// RTL_AGENT_GPU=hsa and this copy is the active agent.
 pub(crate) fn hsa_requested() -> bool {
-    config().gpu == GpuMode::Hsa && !is_duplicate() && PHASE.load(Acquire) == INACTIVE && in_shared_object()
+    if is_duplicate() || !in_shared_object() {
+        return false;
+    }
+    let want = match config().gpu {
+        GpuMode::Hsa => true,
+        // auto prefers hipProfiler*Ext: HSA capture only when the loaded runtime lacks it (or
+        // this is an HSA program without libamdhip64).
+        GpuMode::Auto => {
+            SOURCE.load(Acquire) == SRC_NONE
+                // SAFETY: handle from dlopen(RTLD_NOLOAD), never closed.
+                && clr::find_loaded_hip().is_none_or(|(h, _)| unsafe { clr::resolve(h) }.is_none())
+        }
+        _ => false,
+    };
+    want && SOURCE.compare_exchange(SRC_NONE, SRC_HSA, AcqRel, Acquire).is_ok()
 }
+
+/// Which source took the process: CLR (activate) or HSA (OnLoad), decided once.
+static SOURCE: AtomicU8 = AtomicU8::new(SRC_NONE);
+const SRC_NONE: u8 = 0;
+const SRC_CLR: u8 = 1;
+const SRC_HSA: u8 = 2;
 
 /// Signal capture installed (from OnLoad).
 pub(crate) fn hsa_active() {
+    INFO.source.store(wire::Source::Hsa as u8, Relaxed);
     INFO.status.store(wire::Status::Active as u8, Relaxed);
     publish::GPU_CLOCK.store(wire::ClockDomain::HsaSystem as u8, Relaxed);
     PHASE.store(ACTIVE, Release);
@@ -323,6 +346,16 @@ pub(crate) fn start(trigger: Trigger) {
         PHASE.store(INACTIVE, Release);
         return;
     }
+    let tools = std::env::var("HSA_TOOLS_LIB").unwrap_or_default();
+    let own_base = own.rsplit('/').next().unwrap_or(&own).to_string();
+    let named = tools.split_ascii_whitespace().any(|e| {
+        if e.contains('/') {
+            same_file(OsStr::new(e), OsStr::new(&own))
+        } else {
+            e == own_base
+        }
+    });
+    HSA_TOOL_NAMED.store(named, Relaxed);
     match cfg.gpu {
         GpuMode::None => {
             INFO.status.store(wire::Status::Disabled as u8, Relaxed);
@@ -336,16 +369,7 @@ pub(crate) fn start(trigger: Trigger) {
             INFO.status.store(wire::Status::Unsupported as u8, Relaxed);
             install_hooks();
             PHASE.store(INACTIVE, Release);
-            let tools = std::env::var("HSA_TOOLS_LIB").unwrap_or_default();
-            let own_base = own.rsplit('/').next().unwrap_or(&own).to_string();
-            let named = tools.split_ascii_whitespace().any(|e| {
-                if e.contains('/') {
-                    same_file(OsStr::new(e), OsStr::new(&own))
-                } else {
-                    e == own_base
-                }
-            });
-            if !named {
+            if !HSA_TOOL_NAMED.load(Relaxed) {
                 say(&format!(
                     "RTL_AGENT_GPU=hsa needs the agent in HSA_TOOLS_LIB (HSA_TOOLS_LIB={own}); no GPU times"
                 ));
@@ -374,9 +398,15 @@ pub(crate) fn start(trigger: Trigger) {
 fn activate(h: *mut c_void, name: &CStr) {
     // SAFETY: h comes from dlopen(RTLD_NOLOAD) and is never closed.
     let Some(api) = (unsafe { clr::resolve(h) }) else {
+        if SOURCE.load(Acquire) == SRC_HSA {
+            return; // HSA capture (OnLoad) took over
+        }
         INFO.status.store(wire::Status::ApiMissing as u8, Relaxed);
-        PHASE.store(INACTIVE, Release);
-        if !WARNED_API.swap(true, Relaxed) {
+        let _ = PHASE.compare_exchange(WAITING, INACTIVE, AcqRel, Acquire);
+        let _ = PHASE.compare_exchange(STARTING, INACTIVE, AcqRel, Acquire);
+        // auto + HSA_TOOLS_LIB: HSA capture takes over in OnLoad; no warning.
+        let hsa_fallback = config().gpu == GpuMode::Auto && HSA_TOOL_NAMED.load(Relaxed);
+        if !hsa_fallback && !WARNED_API.swap(true, Relaxed) {
             say(&format!(
                 "{} has no hipProfiler*Ext API (stock ROCm): no GPU timestamps from this process. \
                  They need a HIP runtime (CLR) built with hip_profiler_ext.h (ROCm 7.13+ nightly or a \
@@ -389,6 +419,9 @@ fn activate(h: *mut c_void, name: &CStr) {
         publish::publish_meta(0);
         return;
     };
+    if SOURCE.compare_exchange(SRC_NONE, SRC_CLR, AcqRel, Acquire).is_err() {
+        return;
+    }
     INFO.source.store(wire::Source::Clr as u8, Relaxed);
     INFO.profiler_api.store(api.version(), Relaxed);
     publish::GPU_CLOCK.store(clr::GPU_CLOCK as u8, Relaxed);

@@ -429,3 +429,21 @@ fn hsa_mode_serve_sim_multiprocess() {
     assert!(n > 1000, "{n}");
     assert_eq!(r.procs.values().filter(|p| !p.ops.is_empty()).count(), 8);
 }
+
+/// auto prefers hipProfiler*Ext; with a runtime that lacks it and the agent in HSA_TOOLS_LIB,
+/// HSA capture takes over without a warning.
+#[test]
+fn auto_mode_picks_the_source() {
+    let so = agent_so();
+    let tools = [("HSA_TOOLS_LIB", so.to_str().unwrap())];
+    // CLR present: CLR (also loaded as an HSA tool).
+    let r = run_with("auto-clr", &workload("demo"), &[], &tools, true);
+    check_exact(&r);
+    let p = r.procs.values().next().unwrap();
+    assert_eq!(p.infos.last().unwrap().source, wire::Source::Clr as u8);
+    // CLR absent: HSA.
+    let r = run_with("auto-hsa", &workload("demo"), &[], &[tools[0], ("ROCM_SIM_PROFILER", "none")], true);
+    assert!(r.stderr.lines().all(|l| !l.starts_with("rtl-agent")), "{}", r.stderr);
+    let (n, _) = check_hsa(&r);
+    assert!(n >= 12);
+}
