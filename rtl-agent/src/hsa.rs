@@ -4,8 +4,9 @@
 //! The runtime dlopens the agent during `hsa_init` (our ELF constructor runs then) and calls
 //! [`OnLoad`]; at `hsa_shut_down` it calls [`OnUnload`].
 //!
-//! * `RTL_AGENT_GPU=auto|clr`: loading through HSA_TOOLS_LIB is just another way into the
-//!   process; the CLR source starts from the publisher thread (never from inside `hsa_init`).
+//! * `RTL_AGENT_GPU=clr`: loading through HSA_TOOLS_LIB is just another way into the process;
+//!   the CLR source starts from the publisher thread (never from inside `hsa_init`).
+//! * `RTL_AGENT_GPU=auto`: as `clr` when the loaded libamdhip64 has hipProfiler*Ext, else as `hsa`.
 //! * `RTL_AGENT_GPU=hsa`: signal capture. `hsa_queue_create` is wrapped: the queue is created with
 //!   `hsa_amd_queue_intercept_create`, timestamps enabled, and a packet handler registered. The
 //!   handler (on the thread that rings the doorbell, inside the launch call) replaces the

@@ -3,8 +3,9 @@
 //! Loaded with `LD_PRELOAD=.../librtl_agent.so` (an ELF constructor starts it) or
 //! `HSA_TOOLS_LIB=.../librtl_agent.so` (the HSA runtime calls [`hsa::OnLoad`]). It finds the
 //! libamdhip64 already loaded in the process (never loads one), turns on the runtime's built-in
-//! profiler (`hipProfiler*Ext`, see [`clr`]), converts its records to the wire format of
-//! `rtl_common::agent` and hands batches to the collector by calling [`rtl_agent_publish`], a
+//! profiler (`hipProfiler*Ext`, see [`clr`]) or, on stock ROCm and loaded as an HSA tool,
+//! captures dispatch times by HSA signal capture (see [`hsa`]), converts what it gets to the wire
+//! format of `rtl_common::agent` and hands batches to the collector by calling [`rtl_agent_publish`], a
 //! no-op exported function the collector uprobes (it copies the bytes with
 //! bpf_probe_read_user). No sockets, files or shared memory: nothing to clean up.
 //!
