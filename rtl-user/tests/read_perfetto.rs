@@ -362,3 +362,30 @@ fn roctx_ranges_from_api_rows_when_no_marker_ops() {
     let r = check_pftrace(&p, &db);
     assert_eq!(r["roctx"], 2);
 }
+
+#[test]
+fn empty_and_markers_only_traces_convert() {
+    let d = tmpdir();
+    let empty = d.path().join("empty.db");
+    drop(new_trace(&empty));
+    let only_markers = d.path().join("markers.db");
+    {
+        let c = new_trace(&only_markers);
+        read_common::op(&c, -1, 77, 10, 20, "lonely range", "UserMarker", 0);
+    }
+    for (db, n) in [(&empty, 0), (&only_markers, 1)] {
+        let j = d.path().join("o.json");
+        convert_perfetto_json(db, &j).unwrap();
+        let doc = read_json(&j);
+        let rx = doc["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["cat"] == "roctx")
+            .count();
+        assert_eq!(rx, n);
+        let p = d.path().join("o.pftrace");
+        convert_perfetto_proto(db, &p).unwrap();
+        assert_eq!(check_pftrace(&p, db)["roctx"], n);
+    }
+}

@@ -117,15 +117,6 @@ fn basename(s: &str) -> &str {
     s.rsplit('/').next().unwrap_or(s)
 }
 
-/// Streams the whole trace into `sink`.
-pub(crate) fn emit(conn: &Connection, sink: &mut dyn Sink) -> Result<()> {
-    let p = prelude(conn)?;
-    emit_tracks(conn, &p, sink)?;
-    emit_apis(conn, &p, sink)?;
-    emit_ops(conn, &p, sink)?;
-    emit_markers(conn, &p, sink)
-}
-
 /// What every part of the timeline needs: string table, processes, whether correlation-id-only
 /// links exist.
 pub(crate) struct Prelude {
@@ -628,4 +619,104 @@ fn roctx_from_apis(conn: &Connection) -> Result<Vec<Marker>> {
         }
     }
     Ok(out)
+}
+
+/// A sink for one part of the timeline, run on its own thread.
+pub(crate) trait PartSink: Sink + Send {
+    /// Closes what is open and flushes.
+    fn finish(self: Box<Self>) -> Result<()>;
+}
+
+/// Emits the API calls into `parts[0]` and the GPU ops and markers into `parts[1]`, in parallel
+/// on two read-only connections when the trace can be reopened by path (else one after the
+/// other on `conn`). The tracks must already be emitted.
+pub(crate) fn emit_parts(
+    conn: &Connection,
+    p: &Prelude,
+    parts: [Box<dyn PartSink + '_>; 2],
+) -> Result<()> {
+    let [mut apis, mut ops] = parts;
+    let path = conn
+        .path()
+        .filter(|x| !x.is_empty() && std::path::Path::new(x).exists())
+        .map(std::path::PathBuf::from);
+    let Some(path) = path else {
+        emit_apis(conn, p, apis.as_mut())?;
+        emit_ops(conn, p, ops.as_mut())?;
+        emit_markers(conn, p, ops.as_mut())?;
+        apis.finish()?;
+        return ops.finish();
+    };
+    let open = || -> Result<Connection> {
+        let c = Connection::open_with_flags(
+            &path,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        c.execute_batch(
+            "PRAGMA temp_store = MEMORY; PRAGMA cache_size = -131072; PRAGMA mmap_size = 68719476736;",
+        )?;
+        Ok(c)
+    };
+    std::thread::scope(|s| -> Result<()> {
+        let a = s.spawn(|| -> Result<()> {
+            let c = open()?;
+            emit_apis(&c, p, apis.as_mut())?;
+            apis.finish()
+        });
+        let b = s.spawn(|| -> Result<()> {
+            let c = open()?;
+            emit_ops(&c, p, ops.as_mut())?;
+            emit_markers(&c, p, ops.as_mut())?;
+            ops.finish()
+        });
+        let ra = a
+            .join()
+            .map_err(|_| anyhow::anyhow!("the API writer thread panicked"))?;
+        let rb = b
+            .join()
+            .map_err(|_| anyhow::anyhow!("the GPU op writer thread panicked"))?;
+        ra.and(rb)
+    })
+}
+
+/// Temporary files beside the output for the parts, removed when dropped.
+pub(crate) struct PartFiles(pub Vec<std::path::PathBuf>);
+
+impl PartFiles {
+    pub(crate) fn new(out: &std::path::Path, n: usize) -> Result<(Vec<std::fs::File>, PartFiles)> {
+        let name = out
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let paths: Vec<_> = (0..n)
+            .map(|i| out.with_file_name(format!(".{name}.part{i}")))
+            .collect();
+        let files = paths
+            .iter()
+            .map(|p| std::fs::File::create(p).map_err(|e| anyhow::anyhow!("{}: {e}", p.display())))
+            .collect::<Result<Vec<_>>>();
+        let guard = PartFiles(paths);
+        Ok((files?, guard))
+    }
+
+    /// Appends the parts to `w`, skipping `skip` bytes at the start of the first non-empty one.
+    pub(crate) fn append_to(&self, w: &mut dyn std::io::Write, mut skip: u64) -> Result<()> {
+        for p in &self.0 {
+            let mut f = std::fs::File::open(p)?;
+            if skip > 0 && f.metadata()?.len() > 0 {
+                std::io::Seek::seek(&mut f, std::io::SeekFrom::Start(skip))?;
+                skip = 0;
+            }
+            std::io::copy(&mut f, w)?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for PartFiles {
+    fn drop(&mut self) {
+        for p in &self.0 {
+            let _ = std::fs::remove_file(p);
+        }
+    }
 }

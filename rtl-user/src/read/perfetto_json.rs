@@ -11,7 +11,7 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use serde_json::json;
 
-use super::model::{self, Arg, Sink, Slice};
+use super::model::{self, Arg, PartFiles, PartSink, Sink, Slice};
 
 struct JsonSink<W: Write> {
     w: W,
@@ -132,7 +132,14 @@ impl<W: Write> Sink for JsonSink<W> {
     }
 }
 
-fn write_all(conn: &rusqlite::Connection, db: &Path, w: &mut dyn Write) -> Result<()> {
+impl<W: Write + Send> PartSink for JsonSink<W> {
+    fn finish(mut self: Box<Self>) -> Result<()> {
+        self.w.flush()?;
+        Ok(())
+    }
+}
+
+fn write_all(conn: &rusqlite::Connection, db: &Path, out: &Path, w: &mut dyn Write) -> Result<()> {
     w.write_all(b"{\"displayTimeUnit\":\"ns\",\"otherData\":")?;
     let mut meta = serde_json::Map::new();
     meta.insert("source".into(), json!(db.display().to_string()));
@@ -150,11 +157,23 @@ fn write_all(conn: &rusqlite::Connection, db: &Path, w: &mut dyn Write) -> Resul
     }
     serde_json::to_writer(&mut *w, &serde_json::Value::Object(meta))?;
     w.write_all(b",\"traceEvents\":[")?;
+    let p = model::prelude(conn)?;
     let mut sink = JsonSink {
         w: &mut *w,
         first: true,
     };
-    model::emit(conn, &mut sink)?;
+    model::emit_tracks(conn, &p, &mut sink)?;
+    let wrote_any = !sink.first;
+    // API calls and GPU ops in parallel, each into a part file; then appended in order. Part
+    // events all start with ",\n": drop the first one when nothing came before.
+    let (files, parts) = PartFiles::new(out, 2)?;
+    let mut files = files.into_iter().map(|f| JsonSink {
+        w: BufWriter::with_capacity(1 << 20, f),
+        first: false,
+    });
+    let (a, b) = (files.next().unwrap(), files.next().unwrap());
+    model::emit_parts(conn, &p, [Box::new(a), Box::new(b)])?;
+    parts.append_to(w, if wrote_any { 0 } else { 2 })?;
     w.write_all(b"\n]}\n")?;
     Ok(())
 }
@@ -173,13 +192,13 @@ pub fn convert_perfetto_json(db: &Path, out: &Path) -> Result<()> {
                 flate2::Compression::fast(),
             ),
         );
-        write_all(&conn, db, &mut w).and_then(|_| {
+        write_all(&conn, db, out, &mut w).and_then(|_| {
             let enc = w.into_inner().map_err(|e| e.into_error())?;
             Ok(enc.finish()?.flush()?)
         })
     } else {
         let mut w = BufWriter::with_capacity(1 << 20, f);
-        write_all(&conn, db, &mut w).and_then(|_| Ok(w.flush()?))
+        write_all(&conn, db, out, &mut w).and_then(|_| Ok(w.flush()?))
     };
     res.with_context(|| format!("converting {} to {}", db.display(), out.display()))?;
     guard.commit()

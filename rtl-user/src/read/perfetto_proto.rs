@@ -7,14 +7,13 @@
 //! with prost's derive (same field numbers and types as upstream).
 
 use std::collections::{HashMap, HashSet};
-use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
 
 use anyhow::{Context, Result};
 use prost::Message;
 
-use super::model::{self, Arg, Sink, Slice};
+use super::model::{self, Arg, PartFiles, PartSink, Sink, Slice};
 
 #[derive(Clone, PartialEq, Message)]
 pub(crate) struct TracePacket {
@@ -162,6 +161,8 @@ fn track_uuid(pid: i64, tid: Option<i64>) -> u64 {
 
 struct ProtoSink<W: Write> {
     w: W,
+    /// trusted_packet_sequence_id: one sequence (with its own interning) per writer thread.
+    seq: u32,
     buf: Vec<u8>,
     names_sent: HashSet<i64>,
     /// Pending slice ends per track (LIFO within a lane).
@@ -184,7 +185,7 @@ impl<W: Write> ProtoSink<W> {
     fn end(&mut self, uuid: u64, ts: i64) -> Result<()> {
         self.packet(&TracePacket {
             timestamp: Some(ts as u64),
-            trusted_packet_sequence_id: Some(SEQ_ID),
+            trusted_packet_sequence_id: Some(self.seq),
             sequence_flags: Some(SEQ_NEEDS_INCREMENTAL_STATE),
             track_event: Some(TrackEvent {
                 r#type: Some(TYPE_SLICE_END),
@@ -220,7 +221,7 @@ impl<W: Write> Sink for ProtoSink<W> {
     ) -> Result<()> {
         let real = pid < super::GPU_PID_BASE - 1;
         self.packet(&TracePacket {
-            trusted_packet_sequence_id: Some(SEQ_ID),
+            trusted_packet_sequence_id: Some(self.seq),
             track_descriptor: Some(TrackDescriptor {
                 uuid: Some(track_uuid(pid, None)),
                 name: if real { None } else { Some(name.to_string()) },
@@ -241,7 +242,7 @@ impl<W: Write> Sink for ProtoSink<W> {
         // child tracks of their process (a ThreadDescriptor would claim a tid that does not exist).
         let real = pid < super::GPU_PID_BASE - 1 && tid < model::LANE_TID;
         self.packet(&TracePacket {
-            trusted_packet_sequence_id: Some(SEQ_ID),
+            trusted_packet_sequence_id: Some(self.seq),
             track_descriptor: Some(TrackDescriptor {
                 uuid: Some(track_uuid(pid, Some(tid))),
                 name: (!real).then(|| name.to_string()),
@@ -296,7 +297,7 @@ impl<W: Write> Sink for ProtoSink<W> {
             .collect();
         self.packet(&TracePacket {
             timestamp: Some(s.ts as u64),
-            trusted_packet_sequence_id: Some(SEQ_ID),
+            trusted_packet_sequence_id: Some(self.seq),
             sequence_flags: Some(SEQ_NEEDS_INCREMENTAL_STATE),
             interned_data: interned,
             track_event: Some(TrackEvent {
@@ -322,51 +323,88 @@ impl<W: Write> Sink for ProtoSink<W> {
     }
 }
 
+impl<W: Write> ProtoSink<W> {
+    fn new(w: W, seq: u32, threads: HashSet<(i64, i64)>) -> Self {
+        ProtoSink {
+            w,
+            seq,
+            buf: Vec::with_capacity(4096),
+            names_sent: HashSet::new(),
+            ends: HashMap::new(),
+            threads,
+        }
+    }
+
+    /// First packet of a sequence: clears its incremental state and interns the fixed names.
+    fn start_sequence(&mut self) -> Result<()> {
+        let interned = |names: &[&str]| -> Vec<InternedString> {
+            names
+                .iter()
+                .enumerate()
+                .map(|(i, n)| InternedString {
+                    iid: Some(i as u64 + 1),
+                    name: Some(n.to_string()),
+                })
+                .collect()
+        };
+        self.packet(&TracePacket {
+            trusted_packet_sequence_id: Some(self.seq),
+            sequence_flags: Some(SEQ_INCREMENTAL_STATE_CLEARED),
+            interned_data: Some(InternedData {
+                event_categories: interned(CATEGORIES),
+                debug_annotation_names: interned(ANNOTATIONS),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+    }
+
+    fn close_all(&mut self) -> Result<()> {
+        let open: Vec<u64> = self.ends.keys().copied().collect();
+        for u in open {
+            self.close_until(u, None)?;
+        }
+        self.w.flush()?;
+        Ok(())
+    }
+}
+
+impl<W: Write + Send> PartSink for ProtoSink<W> {
+    fn finish(mut self: Box<Self>) -> Result<()> {
+        self.close_all()
+    }
+}
+
 /// Writes `db` as a Perfetto protobuf trace to `out`.
 pub fn convert_perfetto_proto(db: &Path, out: &Path) -> Result<()> {
     let conn = super::open_trace(db)?;
     let (f, guard) = super::OutFile::create(db, out)?;
-    let mut sink = ProtoSink {
-        w: BufWriter::with_capacity(1 << 20, f),
-        buf: Vec::with_capacity(4096),
-        names_sent: HashSet::new(),
-        ends: HashMap::new(),
-        threads: HashSet::new(),
-    };
-    let run = |sink: &mut ProtoSink<BufWriter<File>>| -> Result<()> {
-        sink.packet(&TracePacket {
-            trusted_packet_sequence_id: Some(SEQ_ID),
-            sequence_flags: Some(SEQ_INCREMENTAL_STATE_CLEARED),
-            interned_data: Some(InternedData {
-                event_categories: CATEGORIES
-                    .iter()
-                    .enumerate()
-                    .map(|(i, n)| InternedString {
-                        iid: Some(i as u64 + 1),
-                        name: Some(n.to_string()),
-                    })
-                    .collect(),
-                debug_annotation_names: ANNOTATIONS
-                    .iter()
-                    .enumerate()
-                    .map(|(i, n)| InternedString {
-                        iid: Some(i as u64 + 1),
-                        name: Some(n.to_string()),
-                    })
-                    .collect(),
-                ..Default::default()
-            }),
-            ..Default::default()
-        })?;
-        model::emit(&conn, sink)?;
-        let open: Vec<u64> = sink.ends.keys().copied().collect();
-        for u in open {
-            sink.close_until(u, None)?;
-        }
+    let mut sink = ProtoSink::new(BufWriter::with_capacity(1 << 20, f), SEQ_ID, HashSet::new());
+    let mut run = || -> Result<()> {
+        // Track descriptors on the first sequence; API calls and GPU ops written in parallel on
+        // sequences of their own into part files, appended after (packet order across
+        // sequences does not matter: readers sort by timestamp).
+        sink.start_sequence()?;
+        let p = model::prelude(&conn)?;
+        model::emit_tracks(&conn, &p, &mut sink)?;
+        let (files, parts) = PartFiles::new(out, 2)?;
+        let mut sinks = files.into_iter().enumerate().map(|(i, f)| {
+            ProtoSink::new(
+                BufWriter::with_capacity(1 << 20, f),
+                SEQ_ID + 1 + i as u32,
+                sink.threads.clone(),
+            )
+        });
+        let (mut a, mut b) = (sinks.next().unwrap(), sinks.next().unwrap());
+        a.start_sequence()?;
+        b.start_sequence()?;
+        model::emit_parts(&conn, &p, [Box::new(a), Box::new(b)])?;
+        sink.close_all()?;
+        parts.append_to(&mut sink.w, 0)?;
         sink.w.flush()?;
         Ok(())
     };
-    run(&mut sink).with_context(|| format!("converting {} to {}", db.display(), out.display()))?;
+    run().with_context(|| format!("converting {} to {}", db.display(), out.display()))?;
     drop(sink);
     guard.commit()
 }

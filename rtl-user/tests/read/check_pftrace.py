@@ -39,31 +39,40 @@ def main():
     slices = []  # (track_uuid, ts, dur, name, categories, annotations, flow_ids, terminating)
     for p in trace.packet:
         if p.HasField("interned_data"):
+            # interning is per sequence
+            seq = p.trusted_packet_sequence_id
+            if p.sequence_flags & pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED:
+                for d in (names, ann_names, cat_names):
+                    for k in [k for k in d if k[0] == seq]:
+                        del d[k]
             for n in p.interned_data.event_names:
-                names[n.iid] = n.name
+                names[(seq, n.iid)] = n.name
             for n in p.interned_data.debug_annotation_names:
-                ann_names[n.iid] = n.name
+                ann_names[(seq, n.iid)] = n.name
             for n in p.interned_data.event_categories:
-                cat_names[n.iid] = n.name
+                cat_names[(seq, n.iid)] = n.name
         if p.HasField("track_descriptor"):
             d = p.track_descriptor
             tracks[d.uuid] = d
         if p.HasField("track_event"):
             e = p.track_event
+            seq = p.trusted_packet_sequence_id
             if e.type == pb.TrackEvent.TYPE_SLICE_BEGIN:
-                name = e.name if e.HasField("name") else names.get(e.name_iid)
+                if not p.sequence_flags & pb.TracePacket.SEQ_NEEDS_INCREMENTAL_STATE:
+                    errors.append("an event using interned names lacks SEQ_NEEDS_INCREMENTAL_STATE")
+                name = e.name if e.HasField("name") else names.get((seq, e.name_iid))
                 if name is None:
                     errors.append(f"event name iid {e.name_iid} used before being interned")
                 anns = {}
                 for a in e.debug_annotations:
-                    k = a.name if a.HasField("name") else ann_names.get(a.name_iid)
+                    k = a.name if a.HasField("name") else ann_names.get((seq, a.name_iid))
                     if a.HasField("int_value"):
                         anns[k] = a.int_value
                     elif a.HasField("pointer_value"):
                         anns[k] = a.pointer_value
                     else:
                         anns[k] = a.string_value
-                cats = list(e.categories) + [cat_names.get(i, f"?{i}") for i in e.category_iids]
+                cats = list(e.categories) + [cat_names.get((seq, i), f"?{i}") for i in e.category_iids]
                 stacks[e.track_uuid].append((p.timestamp, name, cats, anns, list(e.flow_ids), list(e.terminating_flow_ids)))
             elif e.type == pb.TrackEvent.TYPE_SLICE_END:
                 if not stacks[e.track_uuid]:
