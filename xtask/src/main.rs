@@ -77,15 +77,23 @@ fn run(rest: &[String]) -> Result<()> {
     }
     let out = root().join("rtl-demo.db");
     let demo = root().join("tests/workloads/build/demo");
-    println!("xtask: tracing the bundled demo workload ({}) on Debian's real libamdhip64", demo.display());
+    let sim = root().join("tests/rocm-sim/build/lib");
+    // The demo (built with hipcc against Debian's ROCm 5.2 headers and library) runs on the
+    // ROCm simulator, which has a GPU to give it and the built-in profiler the agent uses; on
+    // Debian's real library without a GPU every call would fail and no kernel would run.
+    println!("xtask: tracing the bundled demo workload ({}) on the ROCm simulator, with GPU times", demo.display());
     let status = cmd(bin.to_str().unwrap())
-        .args(["run", "--force", "-o", out.to_str().unwrap(), "--", demo.to_str().unwrap()])
+        .args(["run", "--force", "-o", out.to_str().unwrap(), "--", "env"])
+        .arg(format!("LD_LIBRARY_PATH={}", sim.display()))
+        .arg(demo.to_str().unwrap())
+        .env("LD_LIBRARY_PATH", &sim)
         .current_dir(root())
         .status()?;
     if !status.success() {
         bail!("rtl-ebpf run exited with {status}");
     }
-    println!("xtask: trace written to {}; read it with `target/release/rtl-ebpf summary {}`", out.display(), out.display());
+    cmd(bin.to_str().unwrap()).arg("summary").arg(&out).current_dir(root()).run()?;
+    println!("xtask: trace written to {}; more: `target/release/rtl-ebpf summary --html report.html {}`", out.display(), out.display());
     Ok(())
 }
 
