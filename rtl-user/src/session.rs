@@ -235,7 +235,11 @@ pub fn run(mode: Mode, opts: &TraceOpts) -> Result<Outcome> {
         Ok(c) => c,
         Err(e) => {
             drop(tx);
-            let _ = writer_thread.join();
+            // A writer that failed (disk full, I/O error) is why the loop stopped: report its
+            // error (an output error, exit code 7), not the closed channel.
+            if let Ok(Err(w)) = writer_thread.join() {
+                return Err(w);
+            }
             return Err(e);
         }
     };
