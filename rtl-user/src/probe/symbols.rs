@@ -19,6 +19,11 @@ pub struct Symbols {
 impl Symbols {
     /// Reads the dynamic symbol table of the ELF file at `path`.
     pub fn read(path: &Path) -> Result<Self> {
+        // Only a regular file: reading a FIFO would block forever, /dev/zero would never end.
+        let md = std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?;
+        if !md.is_file() {
+            bail!("{} is not a regular file", path.display());
+        }
         let data = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
         Self::parse(&data).with_context(|| format!("{} is not a usable ELF shared library", path.display()))
     }
@@ -42,11 +47,13 @@ impl Symbols {
             .collect();
         let mut offsets = HashMap::new();
         let mut any_dynamic = false;
+        let mut defined = 0usize;
         for sym in file.dynamic_symbols() {
             any_dynamic = true;
             if sym.kind() != SymbolKind::Text || !sym.is_definition() || sym.address() == 0 {
                 continue;
             }
+            defined += 1;
             let Ok(name) = sym.name() else { continue };
             let name = name.split('@').next().unwrap_or(name);
             let addr = sym.address();
@@ -61,6 +68,9 @@ impl Symbols {
         }
         if !any_dynamic {
             bail!("no dynamic symbol table (.dynsym): not a shared library");
+        }
+        if defined > 0 && offsets.is_empty() {
+            bail!("none of its {defined} functions lies in a loadable segment (corrupt program headers)");
         }
         Ok(Self { offsets })
     }
