@@ -991,11 +991,13 @@ fn table(out: &mut dyn Write, head: &[&str], rows: &[Vec<String>]) -> Result<()>
         let mut s = String::from("  ");
         for (i, c) in cells.iter().enumerate() {
             let pad = w[i] - c.chars().count();
+            if i > 0 {
+                s.push_str("  ");
+            }
             if i == 0 || head[i] == "command" {
                 s.push_str(c);
                 s.push_str(&" ".repeat(pad));
             } else {
-                s.push_str("  ");
                 s.push_str(&" ".repeat(pad));
                 s.push_str(c);
             }
