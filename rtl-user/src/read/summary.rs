@@ -1134,7 +1134,7 @@ fn write_text(s: &Summary, out: &mut dyn Write) -> Result<()> {
                     .clone()
                     .filter(|c| !c.is_empty())
                     .or_else(|| p.exe.clone())
-                    .unwrap_or_else(|| "?".into());
+                    .unwrap_or_else(|| "(unknown)".into());
                 vec![
                     p.pid.to_string(),
                     p.api.count.to_string(),
