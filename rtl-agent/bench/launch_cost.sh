@@ -6,6 +6,7 @@
 #   off       no agent, runtime profiler off
 #   prof      no agent, runtime profiler on (GPU_CLR_PROFILE_OUTPUT=/dev/null): the runtime's own cost
 #   agent     LD_PRELOAD=librtl_agent.so (profiler on, chunk callback, queue, publisher thread)
+#   hsa       the agent in HSA mode (HSA_TOOLS_LIB, RTL_AGENT_GPU=hsa: signal capture)
 #   agent+up  agent with a bpftrace uprobe on rtl_agent_publish (the collector's hand-off cost),
 #             only when bpftrace is installed and we are root
 # Needs: cargo, hipcc, the simulator's sources (built into target/rtl-agent-sim).
@@ -38,6 +39,7 @@ run() { # config -> ns per launch
     off) "$OUT/launch_cost" "$N" ;;
     prof) GPU_CLR_PROFILE_OUTPUT=/dev/null "$OUT/launch_cost" "$N" ;;
     agent) LD_PRELOAD=$AGENT RTL_AGENT_QUIET=1 "$OUT/launch_cost" "$N" ;;
+    hsa) LD_PRELOAD=$AGENT HSA_TOOLS_LIB=$AGENT RTL_AGENT_GPU=hsa RTL_AGENT_QUIET=1 "$OUT/launch_cost" "$N" ;;
     agent+up)
       bpftrace -q -e "uprobe:$AGENT:rtl_agent_publish { @hits = count(); }" >"$OUT/bpftrace.log" 2>&1 &
       BP=$!
@@ -50,7 +52,7 @@ run() { # config -> ns per launch
       return $rc ;;
   esac
 }
-CONFIGS="off prof agent"
+CONFIGS="off prof agent hsa"
 [ $UPROBE = 1 ] && CONFIGS="$CONFIGS agent+up"
 for c in $CONFIGS; do : > "$OUT/res.$c"; done
 r=0

@@ -58,4 +58,10 @@ fn main() {
     for hit_ns in [800.0, 1300.0, 2800.0] {
         println!("hand-off under a uprobe costing {hit_ns:.0} ns per hit: +{:.1} ns per op", hit_ns * batches / done as f64);
     }
+    for threads in [1, 2, 8] {
+        println!(
+            "HSA signal pool, {threads} threads taking and returning slots: {:.1} ns per pair per thread",
+            rtl_agent::hsa::bench_pool(threads, 1_000_000)
+        );
+    }
 }

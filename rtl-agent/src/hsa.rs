@@ -52,6 +52,7 @@ mod core_off {
     pub const SIGNAL_LOAD_RELAXED: usize = 328;
     pub const SIGNAL_STORE_RELAXED: usize = 344;
     pub const SIGNAL_SUBTRACT_SCRELEASE: usize = 552;
+    pub const SIGNAL_WAIT_SCACQUIRE: usize = 368;
     pub const EXECUTABLE_FREEZE: usize = 704;
     pub const EXECUTABLE_SYMBOL_GET_INFO: usize = 760;
     pub const EXECUTABLE_ITERATE_SYMBOLS: usize = 768;
@@ -93,6 +94,7 @@ type AgentGetInfoFn = unsafe extern "C" fn(u64, u32, *mut c_void) -> i32;
 type SignalCreateFn = unsafe extern "C" fn(i64, u32, *const u64, *mut u64) -> i32;
 type SignalLoadFn = unsafe extern "C" fn(u64) -> i64;
 type SignalStoreFn = unsafe extern "C" fn(u64, i64);
+type SignalWaitFn = unsafe extern "C" fn(u64, u32, i64, u64, u32) -> i64;
 type FreezeFn = unsafe extern "C" fn(u64, *const c_char) -> i32;
 type SymbolGetInfoFn = unsafe extern "C" fn(u64, u32, *mut c_void) -> i32;
 type IterateSymbolsFn = unsafe extern "C" fn(u64, unsafe extern "C" fn(u64, u64, *mut c_void) -> i32, *mut c_void) -> i32;
@@ -111,6 +113,7 @@ struct Fns {
     signal_load: SignalLoadFn,
     signal_store: SignalStoreFn,
     signal_subtract: SignalStoreFn,
+    signal_wait: SignalWaitFn,
     freeze: FreezeFn,
     symbol_get_info: SymbolGetInfoFn,
     iterate_symbols: IterateSymbolsFn,
@@ -307,6 +310,16 @@ fn pool() -> &'static Pool {
     POOL_.get_or_init(Pool::new)
 }
 
+fn cached_tid() -> u32 {
+    thread_local! { static TID: core::cell::Cell<u32> = const { core::cell::Cell::new(0) }; }
+    TID.with(|t| {
+        if t.get() == 0 {
+            t.set(clock::gettid());
+        }
+        t.get()
+    })
+}
+
 /// Per intercepted queue: what the handler needs.
 struct QueueCtx {
     agent: u64,
@@ -358,18 +371,20 @@ unsafe extern "C" fn handler(pkts: *const c_void, count: u64, _user_index: u64, 
             agent: q.agent,
             kobj: u64at(32),
             queue_id: q.queue_id,
-            tid: clock::gettid(),
+            tid: cached_tid(),
             submit_ns: clock::monotonic_ns(),
             grid: [grid_wi[0].div_ceil(block[0]), grid_wi[1].div_ceil(block[1]), grid_wi[2].div_ceil(block[2])],
             block,
         };
         slot.state.store(1, Release);
-        p.in_flight.fetch_add(1, Relaxed);
+        p.in_flight.fetch_add(1, SeqCst);
         p.high.fetch_max(i + 1, Relaxed);
         pkt[56..64].copy_from_slice(&sig.to_le_bytes());
         writer(pkt.as_ptr() as *const c_void, 1);
         done = true;
-        crate::kick_completion();
+        if SLEEPING.load(SeqCst) {
+            crate::kick_completion();
+        }
     }));
     if !done {
         writer(pkts, count);
@@ -424,6 +439,11 @@ static STOP: AtomicU32 = AtomicU32::new(0);
 static RUNNING: AtomicBool = AtomicBool::new(false);
 /// Futex word the handler bumps to wake the completion thread.
 pub(crate) static WAKE: AtomicU32 = AtomicU32::new(0);
+/// The completion thread is (about to be) asleep on WAKE: only then does the handler pay for a
+/// wake-up system call.
+pub(crate) static SLEEPING: AtomicBool = AtomicBool::new(false);
+const SIGNAL_CONDITION_LT: u32 = 2;
+const WAIT_STATE_BLOCKED: u32 = 0;
 
 fn complete(f: &Fns, p: &Pool, i: usize) {
     let slot = &p.slots[i];
@@ -499,15 +519,19 @@ fn completion_main() {
             stop_at = Some(clock::monotonic_ns() + 1_000_000_000);
         }
         let mut found = 0;
+        let mut waiting_on = None;
         for i in 0..p.high.load(Relaxed) {
             let slot = &p.slots[i];
             if slot.state.load(Acquire) != 1 {
                 continue;
             }
+            let sig = slot.sig.load(Relaxed);
             // SAFETY: our pool signal.
-            if unsafe { (f.signal_load)(slot.sig.load(Relaxed)) } <= 0 {
+            if unsafe { (f.signal_load)(sig) } <= 0 {
                 complete(&f, p, i);
                 found += 1;
+            } else if waiting_on.is_none() {
+                waiting_on = Some(sig);
             }
         }
         // Publish from here after the agent's shutdown, and whenever the GPU goes idle (a
@@ -523,9 +547,17 @@ fn completion_main() {
         if found == 0 {
             if p.in_flight.load(Relaxed) == 0 {
                 let w = WAKE.load(Acquire);
-                if p.in_flight.load(Relaxed) == 0 && STOP.load(Acquire) == 0 {
+                SLEEPING.store(true, SeqCst);
+                if p.in_flight.load(SeqCst) == 0 && STOP.load(Acquire) == 0 {
                     crate::futex_wait(&WAKE, w, 20);
                 }
+                SLEEPING.store(false, SeqCst);
+            } else if let Some(sig) = waiting_on {
+                // Block in the runtime (bounded: 200 us) until that dispatch completes; then
+                // rescan everything. Completion is forwarded within microseconds.
+                let timeout = 200_000 * FREQ.load(Relaxed) / 1_000_000_000;
+                // SAFETY: our pool signal; LT 1 = completed.
+                unsafe { (f.signal_wait)(sig, SIGNAL_CONDITION_LT, 1, timeout.max(1), WAIT_STATE_BLOCKED) };
             } else {
                 std::thread::sleep(std::time::Duration::from_micros(20));
             }
@@ -611,6 +643,7 @@ unsafe fn install(table: *mut u8) -> Result<(), &'static str> {
         get(amd, amd_off::PROFILING_SET_PROFILER_ENABLED),
         get(amd, amd_off::PROFILING_GET_DISPATCH_TIME),
         get(amd, amd_off::PROFILING_CONVERT_TICK),
+        get(core, core_off::SIGNAL_WAIT_SCACQUIRE),
     ];
     if needed.iter().any(|p| p.is_null()) {
         return Err("API table entries missing");
@@ -631,6 +664,7 @@ unsafe fn install(table: *mut u8) -> Result<(), &'static str> {
         set_profiler: std::mem::transmute::<*const c_void, SetProfilerFn>(needed[11]),
         dispatch_time: std::mem::transmute::<*const c_void, DispatchTimeFn>(needed[12]),
         convert_tick: std::mem::transmute::<*const c_void, ConvertTickFn>(needed[13]),
+        signal_wait: std::mem::transmute::<*const c_void, SignalWaitFn>(needed[14]),
     };
     if FNS.set(fns).is_err() {
         return Err("installed twice");
@@ -688,6 +722,35 @@ pub extern "C" fn OnLoad(
 #[unsafe(no_mangle)]
 pub extern "C" fn OnUnload() {
     let _ = std::panic::catch_unwind(|| crate::shutdown(crate::Reason::HsaOnUnload));
+}
+
+/// Bench helper: `threads` threads each take and return a pool slot `iters` times (what the
+/// packet handler and the completion thread do per dispatch); returns ns per take+return pair
+/// per thread (wall time / iters).
+#[doc(hidden)]
+pub fn bench_pool(threads: usize, iters: usize) -> f64 {
+    let p = std::sync::Arc::new(Pool::new());
+    let barrier = std::sync::Arc::new(std::sync::Barrier::new(threads));
+    let t0 = std::time::Instant::now();
+    let hs: Vec<_> = (0..threads)
+        .map(|_| {
+            let (p, b) = (p.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                b.wait();
+                for _ in 0..iters {
+                    if let Some(i) = p.pop() {
+                        p.in_flight.fetch_add(1, SeqCst);
+                        p.push(i);
+                        p.in_flight.fetch_sub(1, Release);
+                    }
+                }
+            })
+        })
+        .collect();
+    for h in hs {
+        let _ = h.join();
+    }
+    t0.elapsed().as_nanos() as f64 / iters as f64
 }
 
 #[cfg(test)]
