@@ -57,25 +57,39 @@ fn big_trace(path: &Path, n: i64) -> PathBuf {
     path.to_path_buf()
 }
 
+/// Makes sure python3 can import Perfetto's protos, installing the `perfetto` and `protobuf`
+/// packages once (tests of this binary run on several threads) when missing; never skips.
 fn ensure_perfetto_python() {
-    let probe = || {
-        Command::new("python3")
-            .args(["-c", "import google.protobuf; from perfetto.protos.perfetto.trace import perfetto_trace_pb2"])
-            .status()
-            .map(|s| s.success())
-            .unwrap_or(false)
-    };
-    if probe() {
-        return;
+    static READY: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    let r = READY.get_or_init(|| {
+        let probe = || {
+            Command::new("python3")
+                .args([
+                    "-c",
+                    "import google.protobuf; from perfetto.protos.perfetto.trace import perfetto_trace_pb2",
+                ])
+                .status()
+                .map(|s| s.success())
+                .unwrap_or(false)
+        };
+        if probe() {
+            return Ok(());
+        }
+        let st = Command::new("python3")
+            .args(["-m", "pip", "install", "--quiet", "perfetto", "protobuf"])
+            .status();
+        if probe() {
+            Ok(())
+        } else {
+            Err(format!(
+                "the Perfetto protobuf check needs python3 with the `perfetto` and `protobuf` packages, \
+                 and `python3 -m pip install perfetto protobuf` failed ({st:?}); install them and rerun"
+            ))
+        }
+    });
+    if let Err(e) = r {
+        panic!("{e}");
     }
-    let st = Command::new("python3")
-        .args(["-m", "pip", "install", "--quiet", "perfetto", "protobuf"])
-        .status();
-    assert!(
-        probe(),
-        "the Perfetto protobuf check needs python3 with the `perfetto` and `protobuf` packages, and \
-         `python3 -m pip install perfetto protobuf` failed ({st:?}); install them and rerun"
-    );
 }
 
 fn check_pftrace(trace: &Path, db: &Path) -> Value {
