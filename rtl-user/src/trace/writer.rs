@@ -58,6 +58,33 @@ fn create_file(path: &Path, force: bool) -> Result<()> {
             };
             anyhow!(Fatal::Output(format!("cannot create trace file {}: {e}{hint}", path.display())))
         })?;
+    // SQLite's side files have predictable names and SQLite opens them without O_EXCL or
+    // O_NOFOLLOW: a file (or symlink) planted as `<trace>-wal` by someone who can write in the
+    // directory would receive the whole trace, readable through a descriptor opened before
+    // SQLite chowns it. Create them ourselves, exclusively and private; SQLite reuses them.
+    let journal = PathBuf::from(format!("{}-journal", path.display()));
+    let side = |suffix: &str| PathBuf::from(format!("{}{suffix}", path.display()));
+    let mut made = Vec::new();
+    let result = (|| {
+        if std::fs::symlink_metadata(&journal).is_ok() {
+            return Err(std::io::Error::from(std::io::ErrorKind::AlreadyExists));
+        }
+        for p in [side("-wal"), side("-shm")] {
+            OpenOptions::new().write(true).create_new(true).mode(0o600).custom_flags(libc::O_NOFOLLOW).open(&p)?;
+            chown_to_invoker(&p);
+            made.push(p);
+        }
+        Ok(())
+    })();
+    if let Err(e) = result {
+        for p in made.iter().chain(std::iter::once(&path.to_path_buf())) {
+            let _ = std::fs::remove_file(p);
+        }
+        return Err(anyhow!(Fatal::Output(format!(
+            "cannot create the side files of {} (-wal, -shm, -journal): {e}; a stale or foreign one is in the way: remove it, or pass --force",
+            path.display()
+        ))));
+    }
     Ok(())
 }
 
