@@ -154,6 +154,8 @@ pub struct Latency {
     pub p90: i64,
     pub p99: i64,
     pub max: i64,
+    /// 1: percentiles over every value; k > 1: over every k-th (more than 2^25 links).
+    pub sampled_every: i64,
 }
 
 /// Everything `summary` reports (also what the HTML page is drawn from).
@@ -262,32 +264,68 @@ impl Aggregate<FxMap<(i64, i64), Stat>, String> for Group {
 
 /// rtl_quantiles(v): exact percentiles of v. Result: JSON {count,min,mean,p50,p90,p99,max}.
 struct Quantiles;
-impl Aggregate<Vec<i64>, String> for Quantiles {
-    fn init(&self, _: &mut Context<'_>) -> rusqlite::Result<Vec<i64>> {
-        Ok(Vec::new())
+
+/// Values kept for exact percentiles; past this the kept set is thinned to every 2nd, 4th, ...
+/// value (deterministic, in row order) and the percentiles are marked sampled. 2^25 values:
+/// 256 MiB at most.
+const QUANTILE_KEEP: usize = 1 << 25;
+
+#[derive(Default)]
+struct QAcc {
+    kept: Vec<i64>,
+    stride: u64,
+    seen: u64,
+    sum: i128,
+    min: i64,
+    max: i64,
+}
+
+impl Aggregate<QAcc, String> for Quantiles {
+    fn init(&self, _: &mut Context<'_>) -> rusqlite::Result<QAcc> {
+        Ok(QAcc {
+            stride: 1,
+            min: i64::MAX,
+            max: i64::MIN,
+            ..Default::default()
+        })
     }
-    fn step(&self, ctx: &mut Context<'_>, acc: &mut Vec<i64>) -> rusqlite::Result<()> {
+    fn step(&self, ctx: &mut Context<'_>, acc: &mut QAcc) -> rusqlite::Result<()> {
         if let Some(v) = int(ctx, 0) {
-            acc.push(v);
+            if acc.seen % acc.stride == 0 {
+                acc.kept.push(v);
+                if acc.kept.len() >= QUANTILE_KEEP {
+                    let mut i = 0;
+                    acc.kept.retain(|_| {
+                        i += 1;
+                        i % 2 == 1
+                    });
+                    acc.stride *= 2;
+                }
+            }
+            acc.seen += 1;
+            acc.sum += v as i128;
+            acc.min = acc.min.min(v);
+            acc.max = acc.max.max(v);
         }
         Ok(())
     }
-    fn finalize(&self, _: &mut Context<'_>, acc: Option<Vec<i64>>) -> rusqlite::Result<String> {
-        let mut v = acc.unwrap_or_default();
-        if v.is_empty() {
+    fn finalize(&self, _: &mut Context<'_>, acc: Option<QAcc>) -> rusqlite::Result<String> {
+        let Some(mut a) = acc.filter(|a| a.seen > 0) else {
             return Ok("null".into());
-        }
+        };
+        let v = &mut a.kept;
         let n = v.len();
-        let sum: i128 = v.iter().map(|&x| x as i128).sum();
         let mut pick = |p: f64| -> i64 {
             // nearest-rank percentile
             let k = ((p * n as f64).ceil() as usize).clamp(1, n) - 1;
             *v.select_nth_unstable(k).1
         };
         let (p50, p90, p99) = (pick(0.50), pick(0.90), pick(0.99));
-        let (min, max) = (*v.iter().min().unwrap(), *v.iter().max().unwrap());
-        Ok(json!({"count": n, "min": min, "mean": (sum / n as i128) as i64, "p50": p50, "p90": p90, "p99": p99, "max": max})
-            .to_string())
+        Ok(
+            json!({"count": a.seen, "min": a.min, "mean": (a.sum / a.seen as i128) as i64,
+                  "p50": p50, "p90": p90, "p99": p99, "max": a.max, "sampled_every": a.stride})
+            .to_string(),
+        )
     }
 }
 
@@ -890,6 +928,7 @@ pub fn summary_data(db: &Path, top: usize) -> Result<Summary> {
             p90: g("p90"),
             p99: g("p99"),
             max: g("max"),
+            sampled_every: g("sampled_every").max(1),
         });
     }
     Ok(s)
@@ -941,6 +980,7 @@ impl Summary {
             })).collect::<Vec<_>>(),
             "launch_latency": self.launch_latency.as_ref().map(|l| json!({
                 "count": l.count, "min_ns": l.min, "mean_ns": l.mean, "p50_ns": l.p50, "p90_ns": l.p90, "p99_ns": l.p99, "max_ns": l.max,
+                "percentiles_sampled_every": l.sampled_every,
             })),
             "lost": {
                 "dropped": self.dropped.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<_, _>>(),
@@ -1162,14 +1202,19 @@ fn write_text(s: &Summary, out: &mut dyn Write) -> Result<()> {
     match &s.launch_latency {
         Some(l) => writeln!(
             out,
-            "Launch latency (API entry -> GPU start, {} ops): p50 {}  p90 {}  p99 {}  (min {}, mean {}, max {})",
+            "Launch latency (API entry -> GPU start, {} ops): p50 {}  p90 {}  p99 {}  (min {}, mean {}, max {}){}",
             l.count,
             dur(l.p50),
             dur(l.p90),
             dur(l.p99),
             dur(l.min),
             dur(l.mean),
-            dur(l.max)
+            dur(l.max),
+            if l.sampled_every > 1 {
+                format!("; percentiles over every {}th link", l.sampled_every)
+            } else {
+                String::new()
+            }
         )?,
         None => writeln!(out, "Launch latency: no API->op links in this trace")?,
     }
