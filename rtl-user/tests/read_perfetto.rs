@@ -286,7 +286,11 @@ fn json_matches_db() {
     let err = find(&|e| e["name"] == "hipMalloc").unwrap();
     assert_eq!(err["args"]["ret"], 2);
     assert_eq!(err["args"]["args"], "size=1099511627776");
-    assert_eq!(err["args"]["a0"], "0x1006");
+    assert_eq!(
+        err["args"]["ptr"], "0x1006",
+        "a0 of an allocation is the pointer"
+    );
+    assert_eq!(launch_args_function(ev), "0x1002");
     let unc = find(&|e| e["name"] == "hipStreamSynchronize").unwrap();
     assert_eq!(unc["args"]["status"], "thread exited inside the call");
     let launch = find(&|e| e["name"] == "hipLaunchKernel").unwrap();
@@ -402,4 +406,9 @@ fn empty_and_markers_only_traces_convert() {
         convert_perfetto_proto(db, &p).unwrap();
         assert_eq!(check_pftrace(&p, db)["roctx"], n);
     }
+}
+
+fn launch_args_function(ev: &[Value]) -> String {
+    let l = ev.iter().find(|e| e["name"] == "hipLaunchKernel").unwrap();
+    l["args"]["function"].as_str().unwrap().to_string()
 }

@@ -276,9 +276,10 @@ pub(crate) fn emit_apis(conn: &Connection, p: &Prelude, sink: &mut dyn Sink) -> 
         if let Some(st) = r.get::<_, Option<i64>>(9)?.filter(|&st| st != 0) {
             args.push(("status", Arg::Str(super::summary::status_name(st).into())));
         }
-        for (i, k) in ["a0", "a1", "a2", "a3"].iter().enumerate() {
+        let meaning = arg_names(name_of(name_id));
+        for (i, (k, hex)) in meaning.iter().enumerate() {
             if let Some(v) = r.get::<_, Option<i64>>(10 + i)? {
-                args.push((k, Arg::Hex(v)));
+                args.push((k, if *hex { Arg::Hex(v) } else { Arg::Int(v) }));
             }
         }
         if let Some(kn) = r.get::<_, Option<i64>>(14)? {
@@ -718,5 +719,58 @@ impl Drop for PartFiles {
         for p in &self.0 {
             let _ = std::fs::remove_file(p);
         }
+    }
+}
+
+/// What `rtl_api.a0..a3` mean for an API (docs/trace-format.md), and whether to show them in hex.
+pub(crate) fn arg_names(api: &str) -> [(&'static str, bool); 4] {
+    const RAW: [(&str, bool); 4] = [("a0", true), ("a1", true), ("a2", true), ("a3", true)];
+    let has = |w: &str| api.contains(w);
+    if !api.starts_with("hip") {
+        return RAW;
+    }
+    if api == "hipGraphLaunch" {
+        [
+            ("graph_exec", true),
+            ("a1", true),
+            ("a2", true),
+            ("stream", true),
+        ]
+    } else if has("Memcpy") {
+        [
+            ("dst", true),
+            ("bytes", false),
+            ("copy_kind", false),
+            ("stream", true),
+        ]
+    } else if has("Memset") {
+        [
+            ("dst", true),
+            ("bytes", false),
+            ("value", false),
+            ("stream", true),
+        ]
+    } else if has("Free") {
+        [("ptr", true), ("a1", true), ("a2", true), ("stream", true)]
+    } else if has("Malloc") || has("HostAlloc") || has("MallocManaged") {
+        [
+            ("ptr", true),
+            ("bytes", false),
+            ("flags", true),
+            ("stream", true),
+        ]
+    } else if has("Launch") {
+        [
+            ("function", true),
+            ("shared_mem_bytes", false),
+            ("a2", true),
+            ("stream", true),
+        ]
+    } else if has("StreamCreate") || has("EventCreate") {
+        [("handle", true), ("a1", true), ("a2", true), ("a3", true)]
+    } else if api == "hipSetDevice" {
+        [("device", false), ("a1", true), ("a2", true), ("a3", true)]
+    } else {
+        RAW
     }
 }

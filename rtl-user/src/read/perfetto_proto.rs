@@ -93,6 +93,8 @@ pub(crate) struct DebugAnnotation {
     pub int_value: Option<i64>,
     #[prost(uint64, optional, tag = "7")]
     pub pointer_value: Option<u64>,
+    #[prost(string, optional, tag = "10")]
+    pub name: Option<String>,
     #[prost(string, optional, tag = "6")]
     pub string_value: Option<String>,
 }
@@ -145,6 +147,15 @@ const ANNOTATIONS: &[&str] = &[
     "op_id",
     "opType",
     "sequenceId",
+    "graph_exec",
+    "dst",
+    "value",
+    "ptr",
+    "flags",
+    "function",
+    "shared_mem_bytes",
+    "handle",
+    "device",
 ];
 
 fn track_uuid(pid: i64, tid: Option<i64>) -> u64 {
@@ -285,6 +296,8 @@ impl<W: Write> Sink for ProtoSink<W> {
                     .map(|i| i as u64 + 1);
                 let mut d = DebugAnnotation {
                     name_iid: iid,
+                    // names outside the interned list go by value
+                    name: iid.is_none().then(|| k.to_string()),
                     ..Default::default()
                 };
                 match v {

@@ -66,6 +66,8 @@ def main():
                 anns = {}
                 for a in e.debug_annotations:
                     k = a.name if a.HasField("name") else ann_names.get((seq, a.name_iid))
+                    if not k:
+                        errors.append(f"an argument of {name!r} has no name")
                     if a.HasField("int_value"):
                         anns[k] = a.int_value
                     elif a.HasField("pointer_value"):
