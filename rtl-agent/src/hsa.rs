@@ -589,6 +589,12 @@ pub(crate) fn stop() {
     }
 }
 
+/// A forked child: the completion thread is the parent's (gone here) and so are the in-flight
+/// dispatches; nothing to wait for at exit.
+pub(crate) fn reset_in_child() {
+    RUNNING.store(false, Relaxed);
+}
+
 /// Waits (at most `ms`) until no dispatch is in flight.
 pub(crate) fn quiesce(ms: u64) {
     let Some(p) = POOL_.get() else { return };

@@ -638,6 +638,7 @@ extern "C" fn at_fork_child() {
             clr::FORK_RT.store(clock::now(libc::CLOCK_REALTIME), Relaxed);
         }
         publish::reset_in_child();
+        hsa::reset_in_child();
         if matches!(phase, WAITING | ACTIVE) && !SHUTDOWN_STARTED.load(Relaxed) {
             spawn_publisher();
         }

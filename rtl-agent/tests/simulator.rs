@@ -111,7 +111,10 @@ fn run_with(name: &str, prog: &std::path::Path, args: &[&str], env: &[(&str, &st
     ensure_built();
     let dir = scratch(name);
     let (truth, dump) = (dir.join("truth.jsonl"), dir.join("agent.dump"));
-    let mut c = Command::new(prog);
+    // Bounded: a hang (an original completion signal never forwarded, a wedged exit) fails
+    // the test instead of blocking it.
+    let mut c = Command::new("timeout");
+    c.arg("-k").arg("5").arg("120").arg(prog);
     if preload {
         c.env("LD_PRELOAD", agent_so());
     }
