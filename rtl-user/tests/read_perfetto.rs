@@ -285,6 +285,7 @@ fn json_matches_db() {
     let find = |f: &dyn Fn(&Value) -> bool| ev.iter().find(|e| f(e)).cloned();
     let err = find(&|e| e["name"] == "hipMalloc").unwrap();
     assert_eq!(err["args"]["ret"], 2);
+    assert_eq!(err["args"]["error"], "hipErrorOutOfMemory");
     assert_eq!(err["args"]["args"], "size=1099511627776");
     assert_eq!(
         err["args"]["ptr"], "0x1006",

@@ -156,6 +156,7 @@ const ANNOTATIONS: &[&str] = &[
     "shared_mem_bytes",
     "handle",
     "device",
+    "error",
 ];
 
 fn track_uuid(pid: i64, tid: Option<i64>) -> u64 {
