@@ -57,9 +57,14 @@ pub fn decode(call: &Call, decode: Decode) -> Decoded {
                     let blocks = |i: usize| if l[i] == 0 { 0 } else { g[i].div_ceil(l[i]) };
                     (arg(0), [blocks(0), blocks(1), blocks(2)], l, lo(arg(7)) as u64, arg(8))
                 }
+                // cuLaunchKernelEx(config*, f, ...): sizes and stream sit behind the pointer.
+                LaunchForm::Config => (arg(1), [0; 3], [0; 3], 0, 0),
             };
             launch_func = Some(func);
-            rtl.a = [Some(func as i64), Some(shmem as i64), None, Some(stream as i64)];
+            rtl.a = match form {
+                LaunchForm::Config => [Some(func as i64), Some(arg(0) as i64), None, None],
+                _ => [Some(func as i64), Some(shmem as i64), None, Some(stream as i64)],
+            };
             kernel = Some(KernelRow { id, stream, grid, block, shmem, name: String::new() });
         }
         Decode::Copy(c) => {

@@ -101,6 +101,11 @@ pub enum LaunchForm {
     Module,
     /// hipExtModuleLaunchKernel: like Module but the sizes are global work sizes (threads).
     ExtModule,
+    /// `(const CUlaunchConfig* config, CUfunction f, void** params, void** extra)`
+    /// (cuLaunchKernelEx): f = 1; grid, block, shared memory and stream are behind the config
+    /// pointer, which the entry probe does not read, so the kernel row has them as 0;
+    /// `a0` = f, `a1` = the config pointer.
+    Config,
 }
 
 /// Where a copy form keeps its arguments.
@@ -361,10 +366,9 @@ pub static APIS: &[ApiSpec] = &[
     // (f, gx, gy, gz, bx, by | bz, shmem, stream, params): same positions.
     stack(cu("cuLaunchCooperativeKernel", Decode::Launch(Module)), 3),
     stack(cu("cuLaunchCooperativeKernel_ptsz", Decode::Launch(Module)), 3),
-    // (const CUlaunchConfig* config, f, params, extra): grid/block/stream sit behind the config
-    // pointer, which the entry probe does not read: a0 = f, a1 = config.
-    cu("cuLaunchKernelEx", args([a(1), a(0), N, N])),
-    cu("cuLaunchKernelEx_ptsz", args([a(1), a(0), N, N])),
+    // (const CUlaunchConfig* config, f, params, extra): cuBLAS launches this way on Hopper.
+    cu("cuLaunchKernelEx", Decode::Launch(Config)),
+    cu("cuLaunchKernelEx_ptsz", Decode::Launch(Config)),
     cu("cuGraphLaunch", Decode::GraphLaunch),
     cu("cuGraphLaunch_ptsz", Decode::GraphLaunch),
     out(cu("cuGraphInstantiateWithFlags", args([a(0), a(1), a(2), N])), 0),
@@ -471,7 +475,7 @@ pub static APIS: &[ApiSpec] = &[
     stack(rt("cudaLaunchKernel_ptsz", Decode::Launch(Dim3)), 2),
     stack(rt("cudaLaunchCooperativeKernel", Decode::Launch(Dim3)), 2),
     // (const cudaLaunchConfig_t* config, const void* func, void** args)
-    rt("cudaLaunchKernelExC", args([a(1), a(0), N, N])),
+    rt("cudaLaunchKernelExC", Decode::Launch(Config)),
     rt("cudaGraphLaunch", Decode::GraphLaunch),
     rt("cudaGraphLaunch_ptsz", Decode::GraphLaunch),
     out(rt("cudaGraphInstantiateWithFlags", args([a(0), a(1), a(2), N])), 0),
@@ -546,6 +550,7 @@ mod tests {
             let check = |i: u8| assert!((i as usize) < max, "{}: arg {i} beyond {max}", s.name);
             match s.decode {
                 Decode::Launch(Dim3) => check(7),
+                Decode::Launch(Config) => check(1),
                 Decode::Launch(_) => check(8),
                 Decode::Copy(c) => {
                     [c.dst, c.src, c.size].into_iter().for_each(check);
@@ -722,9 +727,13 @@ mod tests {
         assert_eq!(d.rtl.a, [None, None, None, Some(0x42)]);
         let d = decode_call("cuEventRecordWithFlags", &[0xe1, 0x42, 1], None);
         assert_eq!(d.rtl.a, [Some(0xe1), Some(1), None, Some(0x42)]);
-        // cuLaunchKernelEx: the config is behind a pointer; f and the config pointer are kept.
+        // cuLaunchKernelEx: the config is behind a pointer; f and the config pointer are kept,
+        // and the launch still yields a kernel row (named through f), sizes unknown (0).
         let d = decode_call("cuLaunchKernelEx", &[0x7ffd_0000_0040, 0x4780_7c70, 0, 0], None);
-        assert_eq!(d.rtl.a[..2], [Some(0x4780_7c70), Some(0x7ffd_0000_0040)]);
+        assert_eq!(d.rtl.a, [Some(0x4780_7c70), Some(0x7ffd_0000_0040), None, None]);
+        assert_eq!(d.launch_func, Some(0x4780_7c70));
+        let k = d.kernel.unwrap();
+        assert_eq!((k.grid, k.block, k.shmem, k.stream), ([0; 3], [0; 3], 0, 0));
         // cuLibraryGetKernel reports the kernel handle it wrote (the name comes as text).
         let s = find("cuLibraryGetKernel").unwrap();
         assert_eq!((s.out_arg, s.string_arg), (Some(0), Some(2)));
