@@ -113,6 +113,9 @@ fn summary_numbers() {
     );
     assert_eq!(s["lost"]["profiler_only_apis"], 0);
     assert_eq!(s["lost"]["api_errors"], 1);
+    assert_eq!(s["lost"]["errors"][0]["api"], "hipMalloc");
+    assert_eq!(s["lost"]["errors"][0]["error"], "hipErrorOutOfMemory");
+    assert_eq!(s["lost"]["errors"][0]["calls"], 1);
     assert_eq!(s["lost"]["dropped"]["dropped_events"], "3");
 }
 
@@ -142,6 +145,7 @@ fn summary_text_and_top() {
         "  25.00 us  python3 train.py --epochs 1",
         "Launch latency (API entry -> GPU start, 5 ops): p50 7.00 us  p90 13.00 us  p99 13.00 us",
         "GPU ops without an API link: 2",
+        "    hipMalloc -> hipErrorOutOfMemory (2): 1",
         "dropped_events: 3",
     ] {
         assert!(text.contains(want), "missing {want:?} in:\n{text}");
@@ -254,6 +258,10 @@ fn summary_status_reasons() {
         1 + 1,
         "hipMalloc, and the profiler-only call that returned 3"
     );
+    let codes = l["errors"].as_array().unwrap();
+    assert!(codes.iter().any(|e| e["api"] == "hipDeviceSynchronize"
+        && e["ret"] == 3
+        && e["error"] == "hipErrorNotInitialized"));
     let apis = s["apis"].as_array().unwrap();
     let sync = apis
         .iter()
@@ -291,4 +299,43 @@ fn summary_shows_nonzero_collector_loss_counters() {
         "--json has them all"
     );
     assert!(s["lost"]["dropped"].get("probe_entries").is_none());
+}
+
+#[test]
+fn summary_error_codes_negative_and_non_hip() {
+    let d = tmpdir();
+    let db = sample_trace(&d.path().join("t.db"), "nodeA", 0);
+    {
+        let c = rusqlite::Connection::open(&db).unwrap();
+        for ret in [-1, -1, 7] {
+            read_common::api(
+                &c,
+                100,
+                100,
+                60_000,
+                60_100,
+                "hsa_queue_create",
+                "",
+                0,
+                Some(ret),
+                0,
+            );
+        }
+    }
+    let s = json_summary(&db);
+    let codes = s["lost"]["errors"].as_array().unwrap();
+    let find = |r: i64| {
+        codes
+            .iter()
+            .find(|e| e["api"] == "hsa_queue_create" && e["ret"] == r)
+            .cloned()
+    };
+    assert_eq!(find(-1).unwrap()["calls"], 2);
+    assert_eq!(
+        find(-1).unwrap()["error"],
+        "-1",
+        "non-HIP codes are shown as numbers"
+    );
+    assert_eq!(find(7).unwrap()["calls"], 1);
+    assert_eq!(s["lost"]["api_errors"], 1 + 3);
 }

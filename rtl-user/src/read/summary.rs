@@ -105,6 +105,15 @@ pub struct OpRow {
     pub pct_gpu_time: f64,
 }
 
+/// API calls that returned one error code.
+#[derive(Debug, Clone)]
+pub struct ErrorRow {
+    pub api: String,
+    pub code: i64,
+    pub code_name: String,
+    pub count: i64,
+}
+
 /// One row of the top-API table.
 #[derive(Debug, Clone)]
 pub struct ApiRow {
@@ -190,6 +199,8 @@ pub struct Summary {
     /// Calls recorded by the in-process profiler only (`rtl_api.status` 5).
     pub profiler_only_apis: i64,
     pub api_errors: i64,
+    /// Errors by API and return code, most frequent first.
+    pub errors: Vec<ErrorRow>,
     /// Seconds each table scan took (for benchmarks; not part of the outputs).
     pub timings: Vec<(String, f64)>,
 }
@@ -493,13 +504,14 @@ fn job_api(c: &Connection, out: &Mutex<Scans>) -> Result<()> {
 }
 
 fn job_status(c: &Connection, out: &Mutex<Scans>) -> Result<()> {
-    // Calls that are not plain successes, keyed (apiName_id, status * 2 + error): statuses
-    // 1-4 never returned (see UNCLOSED), 5 was seen by the profiler only; error = ret != 0 on a
-    // call that did return.
+    // Calls that are not plain successes, keyed (apiName_id, ret * 16 + status * 2 + error)
+    // (ret only for errors): statuses 1-4 never returned, 5 was seen by the profiler only;
+    // error = ret != 0 on a call that did return.
     let g = groups(
         c,
         "SELECT rtl_group(a.apiName_id,
-                          r.status * 2 + (r.ret IS NOT NULL AND r.ret != 0 AND r.status NOT BETWEEN 1 AND 4), 1)
+                          iif(r.ret IS NOT NULL AND r.ret != 0 AND r.status NOT BETWEEN 1 AND 4,
+                              r.ret * 16 + r.status * 2 + 1, r.status * 2), 1)
          FROM rtl_api r CROSS JOIN rocpd_api a ON a.id = r.api_id
          WHERE r.status != 0 OR r.ret != 0",
     )?;
@@ -739,8 +751,10 @@ pub fn summary_data(db: &Path, top: usize) -> Result<Summary> {
     }
     let mut errors: HashMap<i64, i64> = HashMap::new();
     let mut unclosed: HashMap<i64, i64> = HashMap::new();
+    let mut by_code: HashMap<(i64, i64), i64> = HashMap::new();
     for (n, key, st) in &scans.status {
-        let (status, error) = (key / 2, key % 2 == 1);
+        let (ret, low) = (key.div_euclid(16), key.rem_euclid(16));
+        let (status, error) = (low / 2, low % 2 == 1);
         if (1..=4).contains(&status) {
             *unclosed.entry(*n).or_default() += st.count;
             *s.unclosed_by_reason
@@ -752,8 +766,33 @@ pub fn summary_data(db: &Path, top: usize) -> Result<Summary> {
         // roctx calls return a nesting level or range id, not an error code
         if error && !name(*n).starts_with("roctx") {
             *errors.entry(*n).or_default() += st.count;
+            *by_code.entry((*n, ret)).or_default() += st.count;
         }
     }
+    let mut codes: Vec<ErrorRow> = by_code
+        .into_iter()
+        .map(|((n, code), count)| {
+            let api = name(n);
+            let code_name = if api.starts_with("hip") {
+                super::model::hip_error_name(code)
+            } else {
+                code.to_string()
+            };
+            ErrorRow {
+                api,
+                code,
+                code_name,
+                count,
+            }
+        })
+        .collect();
+    codes.sort_by(|a, b| {
+        b.count
+            .cmp(&a.count)
+            .then(a.api.cmp(&b.api))
+            .then(a.code.cmp(&b.code))
+    });
+    s.errors = codes;
     s.api_calls = by_name.values().map(|x| x.count).sum();
     s.api_errors = errors.values().sum();
     s.unclosed_apis = unclosed.values().sum();
@@ -989,6 +1028,9 @@ impl Summary {
                 "unclosed_by_reason": self.unclosed_by_reason,
                 "profiler_only_apis": self.profiler_only_apis,
                 "api_errors": self.api_errors,
+                "errors": self.errors.iter().map(|e| json!({
+                    "api": e.api, "ret": e.code, "error": e.code_name, "calls": e.count,
+                })).collect::<Vec<_>>(),
             },
         })
     }
@@ -1237,6 +1279,16 @@ fn write_text(s: &Summary, out: &mut dyn Write) -> Result<()> {
         )?;
     }
     writeln!(out, "  API calls that returned an error: {}", s.api_errors)?;
+    for e in s.errors.iter().take(10) {
+        writeln!(
+            out,
+            "    {} -> {} ({}): {}",
+            e.api, e.code_name, e.code, e.count
+        )?;
+    }
+    if s.errors.len() > 10 {
+        writeln!(out, "    ... {} more (see --json)", s.errors.len() - 10)?;
+    }
     // Collector counters: the non-zero ones (all of them are in --json).
     let zero = |v: &str| {
         v.split(',')
