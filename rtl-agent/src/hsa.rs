@@ -25,9 +25,12 @@
 //! Table offsets are those of ROCm 5.2's `hsa_api_trace.h` (Debian's libhsa-runtime-dev; newer
 //! ROCm only appends entries), computed with offsetof against that header.
 //!
-//! Not done: the "probe interception first" check (a runtime whose intercept queues never deliver
-//! packets hangs the application at its first wait), the opt-in mode that also profiles
-//! multi-packet batches, barrier/copy packets, and demangling.
+//! Interception is probed on the first queue: a no-op barrier packet must reach our handler within
+//! 500 ms, else (a runtime whose intercept queues never deliver packets would hang the
+//! application) that queue is replaced by a normal one and every later queue is left alone.
+//!
+//! Not done: the opt-in mode that also profiles multi-packet batches, barrier/copy packets, and
+//! demangling.
 
 use std::cell::UnsafeCell;
 use std::ffi::{c_char, c_void};
@@ -48,6 +51,9 @@ mod core_off {
     pub const ITERATE_AGENTS: usize = 56;
     pub const AGENT_GET_INFO: usize = 64;
     pub const QUEUE_CREATE: usize = 72;
+    pub const QUEUE_DESTROY: usize = 88;
+    pub const QUEUE_ADD_WRITE_INDEX_SCRELEASE: usize = 208;
+    pub const SIGNAL_STORE_SCRELEASE: usize = 352;
     pub const SIGNAL_CREATE: usize = 312;
     pub const SIGNAL_LOAD_RELAXED: usize = 328;
     pub const SIGNAL_STORE_RELAXED: usize = 344;
@@ -94,6 +100,8 @@ type AgentGetInfoFn = unsafe extern "C" fn(u64, u32, *mut c_void) -> i32;
 type SignalCreateFn = unsafe extern "C" fn(i64, u32, *const u64, *mut u64) -> i32;
 type SignalLoadFn = unsafe extern "C" fn(u64) -> i64;
 type SignalStoreFn = unsafe extern "C" fn(u64, i64);
+type QueueDestroyFn = unsafe extern "C" fn(*mut c_void) -> i32;
+type AddWriteIndexFn = unsafe extern "C" fn(*mut c_void, u64) -> u64;
 type SignalWaitFn = unsafe extern "C" fn(u64, u32, i64, u64, u32) -> i64;
 type FreezeFn = unsafe extern "C" fn(u64, *const c_char) -> i32;
 type SymbolGetInfoFn = unsafe extern "C" fn(u64, u32, *mut c_void) -> i32;
@@ -114,6 +122,9 @@ struct Fns {
     signal_store: SignalStoreFn,
     signal_subtract: SignalStoreFn,
     signal_wait: SignalWaitFn,
+    signal_store_release: SignalStoreFn,
+    queue_destroy: QueueDestroyFn,
+    add_write_index: AddWriteIndexFn,
     freeze: FreezeFn,
     symbol_get_info: SymbolGetInfoFn,
     iterate_symbols: IterateSymbolsFn,
@@ -324,12 +335,17 @@ fn cached_tid() -> u32 {
 struct QueueCtx {
     agent: u64,
     queue_id: u64,
+    /// The handler ran for this queue (the interception probe waits for it).
+    seen: AtomicBool,
 }
 
 unsafe extern "C" fn handler(pkts: *const c_void, count: u64, _user_index: u64, data: *mut c_void, writer: Writer) {
     // Whatever happens, the packets are handed on exactly once.
     let mut done = false;
     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        if !data.is_null() {
+            (*(data as *const QueueCtx)).seen.store(true, Release);
+        }
         if count != 1 || data.is_null() {
             if count > 1 {
                 counters().graph_batches_skipped.fetch_add(1, Relaxed);
@@ -402,6 +418,9 @@ unsafe extern "C" fn queue_create_wrapper(
     queue: *mut *mut c_void,
 ) -> i32 {
     let Some(f) = FNS.get() else { return 1 };
+    if PROBE.load(Acquire) == PROBE_BROKEN {
+        return (f.queue_create)(agent, size, qtype, callback, data, private_segment_size, group_segment_size, queue);
+    }
     let rc = (f.intercept_create)(agent, size, qtype, callback, data, private_segment_size, group_segment_size, queue);
     if rc != HSA_STATUS_SUCCESS || queue.is_null() || (*queue).is_null() {
         refused(rc);
@@ -412,14 +431,86 @@ unsafe extern "C" fn queue_create_wrapper(
     if rc != HSA_STATUS_SUCCESS {
         record_error(rc);
     }
-    let ctx = Box::into_raw(Box::new(QueueCtx { agent, queue_id: std::ptr::read_unaligned((q as *const u8).add(QUEUE_ID_OFF) as *const u64) }));
+    let ctx = Box::into_raw(Box::new(QueueCtx {
+        agent,
+        queue_id: std::ptr::read_unaligned((q as *const u8).add(QUEUE_ID_OFF) as *const u64),
+        seen: AtomicBool::new(false),
+    }));
     let rc = (f.intercept_register)(q, handler, ctx as *mut c_void);
     if rc != HSA_STATUS_SUCCESS {
         // An intercept queue without our handler still passes packets through.
         refused(rc);
         drop(Box::from_raw(ctx));
+        return HSA_STATUS_SUCCESS;
+    }
+    if !probe_ok(f, q, &*ctx) {
+        // Interception is broken here (packets never come out): replace the queue by a
+        // normal one before the application puts anything into it.
+        let rc = (f.queue_destroy)(q);
+        if rc != HSA_STATUS_SUCCESS {
+            record_error(rc);
+        }
+        *queue = std::ptr::null_mut();
+        return (f.queue_create)(agent, size, qtype, callback, data, private_segment_size, group_segment_size, queue);
     }
     HSA_STATUS_SUCCESS
+}
+
+const PROBE_UNKNOWN: u8 = 0;
+const PROBE_RUNNING: u8 = 1;
+const PROBE_OK: u8 = 2;
+const PROBE_BROKEN: u8 = 3;
+static PROBE: AtomicU8 = AtomicU8::new(PROBE_UNKNOWN);
+/// How long the first intercept queue gets to hand a probe packet to our handler.
+const PROBE_WAIT_MS: u64 = 500;
+
+/// On the first intercept queue: submit a no-op barrier-AND packet and wait (bounded) for the
+/// handler to see it. On one MI300X ROCm 7.2.1 setup intercept queues never delivered packets,
+/// which hangs the application at its first wait; then every queue is created normally.
+unsafe fn probe_ok(f: &Fns, q: *mut c_void, ctx: &QueueCtx) -> bool {
+    match PROBE.compare_exchange(PROBE_UNKNOWN, PROBE_RUNNING, AcqRel, Acquire) {
+        Ok(_) => {}
+        Err(PROBE_OK) => return true,
+        Err(PROBE_BROKEN) => return false,
+        Err(_) => {
+            // Another thread is probing: wait for its verdict (bounded).
+            let t0 = clock::monotonic_ns();
+            while PROBE.load(Acquire) == PROBE_RUNNING && clock::monotonic_ns() - t0 < 2 * PROBE_WAIT_MS * 1_000_000 {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            return PROBE.load(Acquire) != PROBE_BROKEN;
+        }
+    }
+    let qb = q as *const u8;
+    let base = std::ptr::read_unaligned(qb.add(8) as *const *mut u8);
+    let doorbell = std::ptr::read_unaligned(qb.add(16) as *const u64);
+    let size = std::ptr::read_unaligned(qb.add(24) as *const u32) as u64;
+    let ok = if base.is_null() || size == 0 || doorbell == 0 {
+        true // cannot probe; assume it works
+    } else {
+        let wi = (f.add_write_index)(q, 1);
+        let slot = base.add(((wi % size) * 64) as usize);
+        std::ptr::write_bytes(slot.add(2), 0, 62);
+        // barrier-AND, barrier bit, system-scope acquire and release fences; no dependencies,
+        // no completion signal: a no-op the packet processor retires at once.
+        let header: u16 = 3 | (1 << 8) | (2 << 9) | (2 << 11);
+        (*(slot as *const std::sync::atomic::AtomicU16)).store(header, Release);
+        (f.signal_store_release)(doorbell, wi as i64);
+        let t0 = clock::monotonic_ns();
+        while !ctx.seen.load(Acquire) && clock::monotonic_ns() - t0 < PROBE_WAIT_MS * 1_000_000 {
+            std::thread::sleep(std::time::Duration::from_micros(100));
+        }
+        ctx.seen.load(Acquire)
+    };
+    PROBE.store(if ok { PROBE_OK } else { PROBE_BROKEN }, Release);
+    if !ok {
+        counters().api_errors.fetch_add(1, Relaxed);
+        crate::say(&format!(
+            "HSA queue interception does not deliver packets here (no probe packet within {PROBE_WAIT_MS} ms): \
+             queues are left alone, no GPU times from HSA mode; the CPU-side trace is complete"
+        ));
+    }
+    ok
 }
 
 fn refused(rc: i32) {
@@ -650,6 +741,9 @@ unsafe fn install(table: *mut u8) -> Result<(), &'static str> {
         get(amd, amd_off::PROFILING_GET_DISPATCH_TIME),
         get(amd, amd_off::PROFILING_CONVERT_TICK),
         get(core, core_off::SIGNAL_WAIT_SCACQUIRE),
+        get(core, core_off::SIGNAL_STORE_SCRELEASE),
+        get(core, core_off::QUEUE_DESTROY),
+        get(core, core_off::QUEUE_ADD_WRITE_INDEX_SCRELEASE),
     ];
     if needed.iter().any(|p| p.is_null()) {
         return Err("API table entries missing");
@@ -671,6 +765,9 @@ unsafe fn install(table: *mut u8) -> Result<(), &'static str> {
         dispatch_time: std::mem::transmute::<*const c_void, DispatchTimeFn>(needed[12]),
         convert_tick: std::mem::transmute::<*const c_void, ConvertTickFn>(needed[13]),
         signal_wait: std::mem::transmute::<*const c_void, SignalWaitFn>(needed[14]),
+        signal_store_release: std::mem::transmute::<*const c_void, SignalStoreFn>(needed[15]),
+        queue_destroy: std::mem::transmute::<*const c_void, QueueDestroyFn>(needed[16]),
+        add_write_index: std::mem::transmute::<*const c_void, AddWriteIndexFn>(needed[17]),
     };
     if FNS.set(fns).is_err() {
         return Err("installed twice");
