@@ -140,6 +140,15 @@ fn merge_two_hosts_keeps_every_row() {
         "3".to_string().into()
     );
     assert_eq!(stats.inputs[1].hostname, "nodeB");
+    let text = stats.to_string();
+    assert!(
+        text.contains("input1") && text.contains("(nodeB, node 1): 10 API calls, 8 ops"),
+        "{text}"
+    );
+    assert!(
+        text.contains("merged: 20 API calls, 16 ops, 12 links, 4 processes"),
+        "{text}"
+    );
     // b's clock was 7 ms later in realtime_minus_monotonic: its timestamps moved onto a's clock.
     assert_eq!(stats.inputs[1].time_shift_ns, 7_000_000);
     assert_eq!(

@@ -450,3 +450,57 @@ pub fn merge(inputs: &[PathBuf], out: &Path, out_host_tag: bool) -> Result<Merge
     }
     res
 }
+
+/// A short human summary: one line per input, then the output's row counts.
+impl std::fmt::Display for MergeStats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let rows = |m: &BTreeMap<String, i64>, t: &str| m.get(t).copied().unwrap_or(0);
+        for (i, inp) in self.inputs.iter().enumerate() {
+            let host = if inp.hostname.is_empty() {
+                "unknown host"
+            } else {
+                inp.hostname.as_str()
+            };
+            writeln!(
+                f,
+                "  input{i} {} ({host}, node {}): {} API calls, {} ops, {} links{}",
+                inp.path.display(),
+                inp.node,
+                rows(&inp.rows, "rocpd_api"),
+                rows(&inp.rows, "rocpd_op"),
+                rows(&inp.rows, "rocpd_api_ops"),
+                if inp.pid_offset != 0 || inp.time_shift_ns != 0 {
+                    format!(
+                        "; pids +{}, gpus +{}, times {:+} ns",
+                        inp.pid_offset, inp.gpu_offset, inp.time_shift_ns
+                    )
+                } else {
+                    String::new()
+                }
+            )?;
+        }
+        write!(
+            f,
+            "  merged: {} API calls, {} ops, {} links, {} processes",
+            rows(&self.rows, "rocpd_api"),
+            rows(&self.rows, "rocpd_op"),
+            rows(&self.rows, "rocpd_api_ops"),
+            rows(&self.rows, "rtl_process")
+        )?;
+        if self.processes_combined > 0 {
+            write!(
+                f,
+                " ({} process rows seen in several inputs combined)",
+                self.processes_combined
+            )?;
+        }
+        if self.dangling_strings > 0 {
+            write!(
+                f,
+                "; {} references to missing strings mapped to ''",
+                self.dangling_strings
+            )?;
+        }
+        Ok(())
+    }
+}
