@@ -410,3 +410,85 @@ fn unwritable_outputs_are_exit_7_and_touch_nothing() {
     assert!(!ro_db.exists());
     assert!(dir_out.is_dir(), "--force never removes a directory");
 }
+
+const EVIL_AGENT_C: &str = "void rtl_agent_publish(const void *data, unsigned long len) { __asm__ volatile(\"\" :: \"r\"(data), \"r\"(len) : \"memory\"); }\n";
+
+const EVIL_PY: &str = r#"
+import ctypes, os, random, struct, sys
+ctypes.CDLL(sys.argv[1])                      # the HIP library: a HIP process to attach to
+evil = ctypes.CDLL(sys.argv[2])               # a fake agent exporting rtl_agent_publish
+pub = evil.rtl_agent_publish
+pub.argtypes = [ctypes.c_void_p, ctypes.c_uint64]
+pub.restype = None
+print("ready", flush=True)
+sys.stdin.readline()
+def send(b, n=None):
+    buf = ctypes.create_string_buffer(b, max(len(b), 1))
+    pub(ctypes.cast(buf, ctypes.c_void_p), len(b) if n is None else n)
+rnd = random.Random(8)
+G = int(sys.argv[3])
+for i in range(G):                            # garbage of every size
+    send(bytes(rnd.getrandbits(8) for _ in range(rnd.randint(1, 4096))))
+send(b"")                                     # an empty batch
+hdr = lambda total, count, pid: struct.pack("<IHHIIIIQ", 0x47414c52, 1, 32, total, count, pid, 0, 1)
+send(hdr(32, 1000000, os.getpid()))           # a count far beyond its bytes
+send(hdr(40, 1, os.getpid()) + struct.pack("<HHI", 1, 0, 0xfffffff8))  # a record longer than the batch
+send(hdr(32, 0, os.getpid() + 1))             # another process's batch
+send(hdr(32, 0, os.getpid()))                 # a valid (empty) batch: accepted
+send(b"x" * 5000)                             # longer than a ring-buffer record
+pub(None, 100)                                # a NULL pointer
+pub(0x10, 64)                                 # a pointer to nowhere
+print("done", flush=True)
+"#;
+
+#[test]
+fn hostile_agent_batches_are_rejected_and_counted() {
+    require_root();
+    let d = tmpdir();
+    let so = d.path().join("librtl_agent_evil.so");
+    let c = d.path().join("evil.c");
+    std::fs::write(&c, EVIL_AGENT_C).unwrap();
+    let st = Command::new("gcc").args(["-shared", "-fPIC", "-O1", "-o"]).arg(&so).arg(&c).status().expect("gcc");
+    assert!(st.success());
+    let py = d.path().join("evil.py");
+    std::fs::write(&py, EVIL_PY).unwrap();
+    const G: u64 = 200;
+    let mut app = Command::new("python3")
+        .arg(&py)
+        .args(["/usr/lib/x86_64-linux-gnu/libamdhip64.so.5", so.to_str().unwrap(), &G.to_string()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(app.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    assert_eq!(line.trim(), "ready");
+    let db = d.path().join("t.db");
+    let tracer = rtl_start(&["attach", "--quiet", "--apis", "hipGetErrorString", "--pid", &app.id().to_string(), "-o", db.to_str().unwrap()]);
+    std::io::Write::write_all(app.stdin.as_mut().unwrap(), b"go\n").unwrap();
+    line.clear();
+    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    assert_eq!(line.trim(), "done");
+    std::thread::sleep(Duration::from_millis(500));
+    rtl_stop(tracer);
+    app.wait().unwrap();
+    let m = |t: &str| meta(&db, t).unwrap_or_else(|| panic!("metadata {t}")).parse::<u64>().unwrap();
+    let summary = format!(
+        "batches {} rejected {} oversized {} truncated-in-kernel {} records_rejected {} gpu_ops {}",
+        m("agent_batches"), m("agent_batches_rejected"), m("agent_batches_oversized"), m("agent_batches_truncated"),
+        m("records_rejected"), m("gpu_ops")
+    );
+    assert_eq!(m("ringbuf_drops"), 0, "{summary}");
+    assert_eq!(m("agent_batches"), G + 8, "{summary}");
+    // G garbage + the empty one + bad count + overlong record + another pid's batch.
+    assert_eq!(m("agent_batches_rejected"), G + 4, "{summary}");
+    // Oversized, NULL and nowhere: the probe copied nothing and said so.
+    assert_eq!(m("agent_batches_oversized"), 3, "{summary}");
+    assert_eq!(m("agent_batches_truncated"), 3, "{summary}");
+    assert_eq!(m("records_rejected"), 0, "{summary}");
+    assert_eq!(m("gpu_ops"), 0, "{summary}");
+    let ok: String = Connection::open(&db).unwrap().query_row("PRAGMA integrity_check", [], |r| r.get(0)).unwrap();
+    assert_eq!(ok, "ok");
+    eprintln!("hostile agent: {summary}");
+}
