@@ -302,7 +302,7 @@ impl Aggregate<QAcc, String> for Quantiles {
     }
     fn step(&self, ctx: &mut Context<'_>, acc: &mut QAcc) -> rusqlite::Result<()> {
         if let Some(v) = int(ctx, 0) {
-            if acc.seen % acc.stride == 0 {
+            if acc.seen.is_multiple_of(acc.stride) {
                 acc.kept.push(v);
                 if acc.kept.len() >= QUANTILE_KEEP {
                     let mut i = 0;
