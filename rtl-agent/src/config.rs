@@ -5,6 +5,7 @@
 //! | `RTL_AGENT_GPU` | `auto`, `clr`, `hsa`, `none` | `auto` | GPU source. `clr`: hipProfiler*Ext. `hsa`: HSA signal capture (needs the agent in `HSA_TOOLS_LIB`; add it to `LD_PRELOAD` too so `_exit` is flushed). `auto`: hipProfiler*Ext when the loaded libamdhip64 has it, else HSA capture when loaded through `HSA_TOOLS_LIB`. `none`: agent off. |
 //! | `RTL_AGENT_DRAIN_MS` | 1..=60000 | 100 | Period of the publisher thread: GetRecords drains (no chunk callback) and queue flushes. |
 //! | `RTL_AGENT_WAIT_MS` | 0..=3600000 | 30000 | How long the publisher thread keeps looking for a libamdhip64 loaded after start (dlopen by Python etc.). |
+//! | `RTL_AGENT_HSA_BATCHES` | `1` | unset | HSA mode: also capture the dispatches of multi-packet batches (graph replay). Off by default: rewriting signals inside batches breaks ROCr before 7.13 (HSA error 0x1009); by default such batches are passed on untouched and counted. |
 //! | `RTL_AGENT_QUIET` | `1` | unset | No messages on stderr (status still goes to the collector in the Info record). |
 //! | `RTL_AGENT_DUMP` | a file path | unset | Debugging / tests: also append every published batch to this file (O_APPEND, batches concatenated; `rtl_common::agent::decode_prefix` splits them). |
 //!
@@ -26,6 +27,7 @@ pub struct Config {
     pub drain_ms: u64,
     pub wait_ms: u64,
     pub quiet: bool,
+    pub hsa_batches: bool,
     pub dump: Option<OsString>,
 }
 
@@ -34,7 +36,7 @@ pub const DEFAULT_WAIT_MS: u64 = 30_000;
 
 impl Default for Config {
     fn default() -> Self {
-        Config { gpu: GpuMode::Auto, drain_ms: DEFAULT_DRAIN_MS, wait_ms: DEFAULT_WAIT_MS, quiet: false, dump: None }
+        Config { gpu: GpuMode::Auto, drain_ms: DEFAULT_DRAIN_MS, wait_ms: DEFAULT_WAIT_MS, quiet: false, hsa_batches: false, dump: None }
     }
 }
 
@@ -74,6 +76,9 @@ impl Config {
         }
         if let Some(v) = s("RTL_AGENT_QUIET") {
             c.quiet = !matches!(v.trim(), "" | "0");
+        }
+        if let Some(v) = s("RTL_AGENT_HSA_BATCHES") {
+            c.hsa_batches = !matches!(v.trim(), "" | "0");
         }
         c.dump = get("RTL_AGENT_DUMP").filter(|v| !v.is_empty());
         (c, w)

@@ -29,8 +29,10 @@
 //! 500 ms, else (a runtime whose intercept queues never deliver packets would hang the
 //! application) that queue is replaced by a normal one and every later queue is left alone.
 //!
-//! Not done: the opt-in mode that also profiles multi-packet batches, barrier/copy packets, and
-//! demangling.
+//! `RTL_AGENT_HSA_BATCHES=1` opts in to capturing the dispatches of multi-packet batches too
+//! (graph replay; `OP_IS_GRAPH`), for runtimes where that is safe (ROCm 7.13+).
+//!
+//! Not done: barrier/copy packets, and demangling.
 
 use std::cell::UnsafeCell;
 use std::ffi::{c_char, c_void};
@@ -266,6 +268,7 @@ struct InFlight {
     submit_ns: u64,
     grid: [u32; 3],
     block: [u32; 3],
+    is_graph: bool,
 }
 
 struct Pool {
@@ -339,64 +342,91 @@ struct QueueCtx {
     seen: AtomicBool,
 }
 
+/// Takes a pool slot for one kernel-dispatch packet and points its completion signal at the
+/// slot's signal. False: not a dispatch, or no slot/signal (the packet stays as it was).
+unsafe fn capture(f: &Fns, p: &Pool, q: &QueueCtx, pkt: &mut [u8], is_graph: bool) -> bool {
+    let header = u16::from_le_bytes([pkt[0], pkt[1]]);
+    if header & 0xff != PACKET_TYPE_KERNEL_DISPATCH {
+        return false;
+    }
+    let Some(i) = p.pop() else {
+        counters().dropped_queue_full.fetch_add(1, Relaxed);
+        return false;
+    };
+    let slot = &p.slots[i];
+    let mut sig = slot.sig.load(Relaxed);
+    if sig == 0 {
+        let mut s = 0u64;
+        let rc = (f.signal_create)(1, 0, std::ptr::null(), &mut s);
+        if rc != HSA_STATUS_SUCCESS || s == 0 {
+            record_error(rc);
+            p.push(i);
+            return false;
+        }
+        slot.sig.store(s, Relaxed);
+        sig = s;
+    }
+    let u16at = |o: usize| u16::from_le_bytes([pkt[o], pkt[o + 1]]) as u32;
+    let u32at = |o: usize| u32::from_le_bytes(pkt[o..o + 4].try_into().unwrap());
+    let u64at = |o: usize| u64::from_le_bytes(pkt[o..o + 8].try_into().unwrap());
+    let block = [u16at(4).max(1), u16at(6).max(1), u16at(8).max(1)];
+    let grid_wi = [u32at(12), u32at(16), u32at(20)];
+    *slot.info.get() = InFlight {
+        orig: u64at(56),
+        agent: q.agent,
+        kobj: u64at(32),
+        queue_id: q.queue_id,
+        tid: cached_tid(),
+        submit_ns: clock::monotonic_ns(),
+        grid: [grid_wi[0].div_ceil(block[0]), grid_wi[1].div_ceil(block[1]), grid_wi[2].div_ceil(block[2])],
+        block,
+        is_graph,
+    };
+    slot.state.store(1, Release);
+    p.in_flight.fetch_add(1, SeqCst);
+    p.high.fetch_max(i + 1, Relaxed);
+    pkt[56..64].copy_from_slice(&sig.to_le_bytes());
+    true
+}
+
+/// Most packets a batch may have for the opt-in batch mode to touch it.
+const MAX_BATCH: u64 = 4096;
+
 unsafe extern "C" fn handler(pkts: *const c_void, count: u64, _user_index: u64, data: *mut c_void, writer: Writer) {
     // Whatever happens, the packets are handed on exactly once.
     let mut done = false;
     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        if !data.is_null() {
-            (*(data as *const QueueCtx)).seen.store(true, Release);
-        }
-        if count != 1 || data.is_null() {
-            if count > 1 {
-                counters().graph_batches_skipped.fetch_add(1, Relaxed);
-            }
+        if data.is_null() || count == 0 {
             return;
-        }
-        let mut pkt = [0u8; 64];
-        std::ptr::copy_nonoverlapping(pkts as *const u8, pkt.as_mut_ptr(), 64);
-        let header = u16::from_le_bytes([pkt[0], pkt[1]]);
-        if header & 0xff != PACKET_TYPE_KERNEL_DISPATCH {
-            return;
-        }
-        let (Some(f), Some(p)) = (FNS.get(), POOL_.get()) else { return };
-        let Some(i) = p.pop() else {
-            counters().dropped_queue_full.fetch_add(1, Relaxed);
-            return;
-        };
-        let slot = &p.slots[i];
-        let mut sig = slot.sig.load(Relaxed);
-        if sig == 0 {
-            let mut s = 0u64;
-            let rc = (f.signal_create)(1, 0, std::ptr::null(), &mut s);
-            if rc != HSA_STATUS_SUCCESS || s == 0 {
-                record_error(rc);
-                p.push(i);
-                return;
-            }
-            slot.sig.store(s, Relaxed);
-            sig = s;
         }
         let q = &*(data as *const QueueCtx);
-        let u16at = |o: usize| u16::from_le_bytes([pkt[o], pkt[o + 1]]) as u32;
-        let u32at = |o: usize| u32::from_le_bytes(pkt[o..o + 4].try_into().unwrap());
-        let u64at = |o: usize| u64::from_le_bytes(pkt[o..o + 8].try_into().unwrap());
-        let block = [u16at(4).max(1), u16at(6).max(1), u16at(8).max(1)];
-        let grid_wi = [u32at(12), u32at(16), u32at(20)];
-        *slot.info.get() = InFlight {
-            orig: u64at(56),
-            agent: q.agent,
-            kobj: u64at(32),
-            queue_id: q.queue_id,
-            tid: cached_tid(),
-            submit_ns: clock::monotonic_ns(),
-            grid: [grid_wi[0].div_ceil(block[0]), grid_wi[1].div_ceil(block[1]), grid_wi[2].div_ceil(block[2])],
-            block,
-        };
-        slot.state.store(1, Release);
-        p.in_flight.fetch_add(1, SeqCst);
-        p.high.fetch_max(i + 1, Relaxed);
-        pkt[56..64].copy_from_slice(&sig.to_le_bytes());
-        writer(pkt.as_ptr() as *const c_void, 1);
+        q.seen.store(true, Release);
+        let (Some(f), Some(p)) = (FNS.get(), POOL_.get()) else { return };
+        if count == 1 {
+            let mut pkt = [0u8; 64];
+            std::ptr::copy_nonoverlapping(pkts as *const u8, pkt.as_mut_ptr(), 64);
+            if !capture(f, p, q, &mut pkt, false) {
+                return;
+            }
+            writer(pkt.as_ptr() as *const c_void, 1);
+        } else {
+            // A multi-packet batch (graph replay). Left alone unless RTL_AGENT_HSA_BATCHES=1:
+            // rewriting completion signals inside batches breaks ROCr before 7.13 (0x1009).
+            if !crate::hsa_batches() || count > MAX_BATCH {
+                counters().graph_batches_skipped.fetch_add(1, Relaxed);
+                return;
+            }
+            let mut copy = vec![0u8; count as usize * 64];
+            std::ptr::copy_nonoverlapping(pkts as *const u8, copy.as_mut_ptr(), copy.len());
+            let mut any = false;
+            for pkt in copy.chunks_exact_mut(64) {
+                any |= capture(f, p, q, pkt, true);
+            }
+            if !any {
+                return;
+            }
+            writer(copy.as_ptr() as *const c_void, count);
+        }
         done = true;
         if SLEEPING.load(SeqCst) {
             crate::kick_completion();
@@ -580,7 +610,7 @@ fn complete(f: &Fns, p: &Pool, i: usize) {
     let op = GpuOp {
         source: Source::Hsa as u8,
         op: OpKind::Dispatch as u8,
-        flags: wire::OP_TID_KNOWN | wire::OP_SUBMIT_TIME,
+        flags: wire::OP_TID_KNOWN | wire::OP_SUBMIT_TIME | if info.is_graph { wire::OP_IS_GRAPH } else { 0 },
         cpu_clock: ClockDomain::Monotonic as u8,
         gpu_clock: ClockDomain::HsaSystem as u8,
         device: device_of(info.agent),

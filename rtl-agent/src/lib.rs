@@ -15,7 +15,8 @@
 //!
 //! # Environment
 //! See [`config`]: `RTL_AGENT_GPU`, `RTL_AGENT_DRAIN_MS`, `RTL_AGENT_WAIT_MS`, `RTL_AGENT_QUIET`,
-//! `RTL_AGENT_DUMP`. Nothing else is read.
+//! `RTL_AGENT_HSA_BATCHES`, `RTL_AGENT_DUMP`. Nothing else is read (plus `LD_PRELOAD` and
+//! `HSA_TOOLS_LIB`, only to learn how the agent itself was loaded).
 //!
 //! # Never harming the process
 //! * Every `extern "C"` entry (constructor, destructor, fork handlers, TLS/atexit handlers, the
@@ -204,6 +205,11 @@ static SOURCE: AtomicU8 = AtomicU8::new(SRC_NONE);
 const SRC_NONE: u8 = 0;
 const SRC_CLR: u8 = 1;
 const SRC_HSA: u8 = 2;
+
+/// RTL_AGENT_HSA_BATCHES: capture inside multi-packet batches too.
+pub(crate) fn hsa_batches() -> bool {
+    config().hsa_batches
+}
 
 /// Signal capture installed (from OnLoad).
 pub(crate) fn hsa_active() {

@@ -349,6 +349,11 @@ fn run_hsa(name: &str, prog: &str, args: &[&str], env: &[(&str, &str)]) -> Run {
 /// submitting tid; graph dispatches (multi-packet batches) are left alone and counted.
 /// Returns (dispatches checked, graph dispatches in the truth).
 fn check_hsa(r: &Run) -> (usize, usize) {
+    check_hsa_with(r, false)
+}
+
+/// `graphs`: graph dispatches were captured too (RTL_AGENT_HSA_BATCHES=1) and must be there.
+fn check_hsa_with(r: &Run, graphs: bool) -> (usize, usize) {
     let mut pool: HashMap<(u64, u64, u64, u32), Vec<wire::GpuOp>> = HashMap::new();
     for (&pid, p) in &r.procs {
         assert_eq!(p.dangling_ids, 0);
@@ -366,7 +371,9 @@ fn check_hsa(r: &Run) -> (usize, usize) {
     for t in r.truth.iter().filter(|o| o["type"] == "op" && o["op"] == "dispatch") {
         if t["is_graph"] == "true" {
             graph += 1;
-            continue;
+            if !graphs {
+                continue;
+            }
         }
         n += 1;
         let pid = u(t, "pid");
@@ -377,6 +384,7 @@ fn check_hsa(r: &Run) -> (usize, usize) {
         assert_eq!(o.grid, arr3(t, "grid"), "{t:?}");
         assert_eq!(o.block, arr3(t, "block"), "{t:?}");
         assert_eq!(o.tid as u64, u(t, "api_tid"), "{t:?}");
+        assert_eq!(o.flags & wire::OP_IS_GRAPH != 0, t["is_graph"] == "true", "{t:?}");
         let name = &r.procs[&(pid as u32)].strings[&o.kernel_name_id];
         assert!(Some(name) == t.get("kernel") || Some(name) == t.get("kernel_demangled"), "{name} vs {t:?}");
     }
@@ -461,4 +469,15 @@ fn hsa_mode_interception_hang_probed() {
     assert!(warn[0].contains("does not deliver packets"), "{}", warn[0]);
     assert!(r.procs.values().all(|p| p.ops.is_empty()));
     assert!(r.truth.iter().filter(|o| o["type"] == "op").count() >= 12, "the workload ran to the end");
+}
+
+/// Opt-in: dispatches inside multi-packet batches are captured too (a runtime without the
+/// batch bug).
+#[test]
+fn hsa_mode_batches_opt_in() {
+    let r = run_hsa("hsa-batches", "graph_replay", &["--nodes", "100", "--replays", "4"], &[("RTL_AGENT_HSA_BATCHES", "1")]);
+    let (n, graph) = check_hsa_with(&r, true);
+    assert!(graph >= 400 && n >= graph, "{n} {graph}");
+    let c = r.procs.values().next().unwrap().counters.last().unwrap();
+    assert_eq!(c.graph_batches_skipped, 0);
 }
