@@ -219,7 +219,7 @@ fn hostile_ring_buffer_records_are_rejected_not_trusted() {
     let mut j = rtl_user::join::Joiner::new(0);
     let mut rows = Vec::new();
     for _ in 0..5000 {
-        let mut b = vec![0u8; 136];
+        let mut b = [0u8; 136];
         for x in b.iter_mut() {
             *x = rng.next() as u8;
         }
