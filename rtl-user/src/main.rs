@@ -1,5 +1,7 @@
 //! `rtl-ebpf`: a thin command-line front end over the `rtl_user` library.
 
+use std::io::Write as _;
+
 use clap::Parser;
 use rtl_user::cli::{Cli, Command};
 use rtl_user::session::{self, Mode};
@@ -10,7 +12,8 @@ fn main() {
     let code = match dispatch(cli) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("rtl-ebpf: error: {e:#}");
+            // Not eprintln!: with stderr closed it would panic and lose the exit code.
+            let _ = writeln!(std::io::stderr(), "rtl-ebpf: error: {e:#}");
             error::exit_code(&e)
         }
     };

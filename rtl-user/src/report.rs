@@ -1,5 +1,8 @@
 //! The short summary printed when a tracing session ends (the full one is `rtl-ebpf summary`).
 
+use std::fmt::Write as _;
+use std::io::Write as _;
+
 use anyhow::Result;
 use rusqlite::Connection;
 
@@ -17,10 +20,14 @@ pub fn print_session_summary(o: &Outcome) -> Result<()> {
     let rows: Vec<(String, i64, i64, i64)> =
         st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?.collect::<Result<_, _>>()?;
     let procs: i64 = conn.query_row("SELECT count(*) FROM rtl_process", [], |r| r.get(0))?;
-    eprintln!();
-    eprintln!("{:<32} {:>10} {:>14} {:>10} {:>8}", "top APIs by total time", "calls", "total us", "mean us", "errors");
+    // Built first, written once, errors ignored: a closed stderr must not turn a finished trace
+    // into a panic (exit code 101).
+    let mut w = String::new();
+    let _ = writeln!(w);
+    let _ = writeln!(w, "{:<32} {:>10} {:>14} {:>10} {:>8}", "top APIs by total time", "calls", "total us", "mean us", "errors");
     for (name, calls, total, errors) in &rows {
-        eprintln!(
+        let _ = writeln!(
+            w,
             "{:<32} {:>10} {:>14.1} {:>10.2} {:>8}",
             name,
             calls,
@@ -29,8 +36,9 @@ pub fn print_session_summary(o: &Outcome) -> Result<()> {
             errors
         );
     }
-    eprintln!();
-    eprintln!(
+    let _ = writeln!(w);
+    let _ = writeln!(
+        w,
         "{} API calls from {} processes written, {} GPU/marker ops; {} events dropped{}",
         o.written.api_rows,
         procs,
@@ -38,6 +46,7 @@ pub fn print_session_summary(o: &Outcome) -> Result<()> {
         o.drops,
         if o.drops > 0 { " (ring buffer full: raise --buffer-mb)" } else { "" }
     );
-    eprintln!("trace: {}", o.output.display());
+    let _ = writeln!(w, "trace: {}", o.output.display());
+    let _ = std::io::stderr().write_all(w.as_bytes());
     Ok(())
 }

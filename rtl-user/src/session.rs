@@ -57,7 +57,9 @@ enum WriterMsg {
 const DRAIN_INTERVAL: Duration = Duration::from_millis(20);
 
 fn say(msg: impl AsRef<str>) {
-    eprintln!("rtl-ebpf: {}", msg.as_ref());
+    // Never eprintln!: it panics when stderr is gone (a closed pipe, a hung-up terminal), and
+    // a message must not end a trace.
+    let _ = writeln!(std::io::stderr(), "rtl-ebpf: {}", msg.as_ref());
 }
 
 /// Checks that the kernel and our privileges can do what we need, with a remedy if not.
@@ -393,7 +395,7 @@ async fn event_loop(
                     let dt = now.duration_since(last_status.0).as_secs_f64().max(1e-3);
                     let rate = (joiner.stats.events - last_status.1) as f64 / dt;
                     last_status = (now, joiner.stats.events);
-                    eprint!("\r\x1b[2K[rtl-ebpf] {:>9.0} events/s  {:>10} calls  {:>4} processes  {:>6} open  drops {}",
+                    let _ = write!(std::io::stderr(), "\r\x1b[2K[rtl-ebpf] {:>9.0} events/s  {:>10} calls  {:>4} processes  {:>6} open  drops {}",
                         rate, joiner.stats.calls, joiner.processes(), joiner.open_calls(), probes.drops());
                     let _ = std::io::stderr().flush();
                 }
@@ -403,7 +405,7 @@ async fn event_loop(
     // Last drain: everything the probes produced before we stopped.
     drain(rb.get_mut(), joiner, &mut rows, &mut tracked, mode, tx)?;
     if status_line {
-        eprintln!();
+        let _ = writeln!(std::io::stderr());
     }
     say(format!("stopping: {stop_reason}"));
     Ok(child_exit)

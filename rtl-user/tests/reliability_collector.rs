@@ -310,3 +310,34 @@ fn load_10s_4x4_counts_exact_or_drops_accounted_memory_bounded() {
     assert!(rss < 512 * 1024, "collector peak RSS {rss} kB");
     eprintln!("load 4x4 10 s: {made} calls ({:.0}/s), {written} rows, {drops} records dropped, peak RSS {rss} kB", made as f64 / 10.0);
 }
+
+/// Nobody reads the collector's stderr any more (a pipe into a program that exited, a terminal
+/// gone): its messages fail with EPIPE, and the trace must not care.
+#[test]
+fn a_closed_stderr_does_not_end_the_trace() {
+    use std::os::fd::FromRawFd;
+    require_root();
+    let d = tmpdir();
+    let db = d.path().join("t.db");
+    let mut fds = [0; 2];
+    // SAFETY: valid array of two ints.
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    // SAFETY: fds[0] is ours; closing it leaves the write end with no reader.
+    unsafe { libc::close(fds[0]) };
+    // SAFETY: fds[1] is an open descriptor we own, handed to the child's stderr.
+    let w = unsafe { std::os::fd::OwnedFd::from_raw_fd(fds[1]) };
+    let hl = workload("hot_loop");
+    let status = Command::new(rtl())
+        .args(["run", "--apis", FAST_API, "-o", db.to_str().unwrap(), "--"])
+        .arg(&hl)
+        .args(["--calls", "1000", "--api", "geterrorstring"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(w))
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(0), "the collector must finish normally: {status}");
+    integrity_ok(&db);
+    assert_eq!(count(&db, "SELECT count(*) FROM rocpd_api"), 1000);
+    assert!(meta(&db, "trace_end_ns").is_some(), "trace finished");
+    assert!(!Path::new(&format!("{}-wal", db.display())).exists());
+}
