@@ -200,3 +200,31 @@ fn trace_columns_are_documented() {
     }
     assert!(missing.is_empty(), "undocumented in docs/reliability.md: {missing:?}");
 }
+
+/// `run` preloads the agent into the command: the path it gives is absolute, and neither the
+/// library nor any directory above it can be changed by another user (no redirection).
+#[test]
+fn the_preloaded_agent_path_cannot_be_redirected() {
+    require_root();
+    let d = tmpdir();
+    let db = d.path().join("t.db");
+    let env_out = d.path().join("env.txt");
+    let script = format!("tr '\\0' '\\n' < /proc/$$/environ | grep '^LD_PRELOAD=' > {}", env_out.display());
+    let out = rtl_run(&["run", "--quiet", "--apis", "hipGetErrorString", "-o", db.to_str().unwrap(), "--", "sh", "-c", &script]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let env = std::fs::read_to_string(&env_out).unwrap();
+    let value = env.trim().strip_prefix("LD_PRELOAD=").expect("run sets LD_PRELOAD");
+    let agents: Vec<&str> = value.split([':', ' ']).filter(|p| p.contains("librtl_agent")).collect();
+    assert_eq!(agents.len(), 1, "one agent preloaded: {value}");
+    let agent = Path::new(agents[0]);
+    assert!(agent.is_absolute(), "{value}");
+    let mut p = Some(agent);
+    while let Some(q) = p {
+        let m = std::fs::metadata(q).unwrap();
+        let mode = m.permissions().mode();
+        let sticky = mode & 0o1000 != 0;
+        assert!(m.uid() == 0, "{} is not root's", q.display());
+        assert!(mode & 0o022 == 0 || (sticky && q != agent), "{} is writable by others ({:o})", q.display(), mode);
+        p = q.parent();
+    }
+}
