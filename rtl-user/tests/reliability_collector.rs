@@ -248,8 +248,19 @@ fn ring_buffer_overflow_is_counted_per_cpu_the_app_is_not_blocked_and_the_collec
     let burst = t0.elapsed();
     assert!(s.success());
     signal(t.pid(), libc::SIGCONT);
-    // Recovery: the collector drains what fitted, then traces B completely.
-    std::thread::sleep(Duration::from_millis(500));
+    // Recovery: the collector drains what fitted (its committed row count stops growing), then
+    // traces B completely.
+    let mut last = -1;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        std::thread::sleep(Duration::from_millis(300));
+        let n = Connection::open(&db).ok().and_then(|c| c.query_row("SELECT count(*) FROM rocpd_api", [], |r| r.get::<_, i64>(0)).ok()).unwrap_or(-1);
+        if n > 0 && n == last {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the collector did not drain after SIGCONT");
+        last = n;
+    }
     signal(b.id(), libc::SIGUSR1);
     assert!(wait_exit(&mut b, 60).success());
     std::thread::sleep(Duration::from_millis(500));
