@@ -1,0 +1,375 @@
+#!/usr/bin/env bash
+# Validates rtl-ebpf on a real AMD GPU node (MI300X / MI355X) and prints a PASS/FAIL table.
+# What each check proves: tests/hw/README.md.
+#
+#   sudo tests/hw/validate.sh            # from a built checkout (cargo xtask build; make -C tests/workloads)
+#   docker run ... rtl-ebpf:rocm         # the image of docker/Dockerfile runs this by default
+#
+# Environment (all optional):
+#   RTL_HW_RTL               rtl-ebpf binary (default: target/release/rtl-ebpf of this checkout, else PATH)
+#   RTL_HW_WORKLOADS         directory of the test workloads (default: tests/workloads/build)
+#   RTL_HW_LD_LIBRARY_PATH   prepended to LD_LIBRARY_PATH of the workloads and the collector; pointing
+#                            it at tests/rocm-sim/build/lib runs every check on the simulator
+#   RTL_HW_ENV               extra VAR=VALUE words for every workload run
+#   RTL_HW_CLR_ENV           extra VAR=VALUE words for the CLR check only
+#   RTL_HW_WORKERS           processes of the multi-process check (default: number of GPUs, at most 8)
+#   RTL_HW_GRAPH_NODES       nodes of the latency / graph checks' graph (default 100)
+#   RTL_HW_REPLAYS           hipGraphLaunch replays for the latency medians (default 200)
+#   RTL_HW_MAX_GRAPH_OVERHEAD_US  allowed median hipGraphLaunch slowdown under rtl-ebpf (default 20)
+#   RTL_HW_TIMEOUT           seconds for one traced run before it counts as hung (default 300)
+#   RTL_HW_OUT               where traces and logs go (default: a new /tmp/rtl-hw.XXXXXX)
+# Exit status: 0 all checks passed (SKIP/XFAIL allowed), 1 a check failed, 2 prerequisites missing.
+
+set -u
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
+
+if [[ -n "${RTL_HW_RTL:-}" ]]; then
+    RTL=$RTL_HW_RTL
+elif [[ -x "$REPO/target/release/rtl-ebpf" ]]; then
+    RTL=$REPO/target/release/rtl-ebpf
+else
+    RTL=$(command -v rtl-ebpf || echo rtl-ebpf)
+fi
+WL=${RTL_HW_WORKLOADS:-$REPO/tests/workloads/build}
+HWLIB=${RTL_HW_LD_LIBRARY_PATH:-}
+read -r -a EXTRA_ENV <<< "${RTL_HW_ENV:-}"
+read -r -a CLR_ENV <<< "${RTL_HW_CLR_ENV:-}"
+NODES=${RTL_HW_GRAPH_NODES:-100}
+REPLAYS=${RTL_HW_REPLAYS:-200}
+MAX_OVERHEAD_US=${RTL_HW_MAX_GRAPH_OVERHEAD_US:-20}
+TMO=${RTL_HW_TIMEOUT:-300}
+OUT=${RTL_HW_OUT:-$(mktemp -d /tmp/rtl-hw.XXXXXX)}
+mkdir -p "$OUT"
+
+LDP=${HWLIB}${LD_LIBRARY_PATH:+${HWLIB:+:}$LD_LIBRARY_PATH}
+
+# ---------------------------------------------------------------------------------------------
+# Results.
+NAMES=() STATUS=() DETAIL=()
+record() { # name status detail
+    NAMES+=("$1") STATUS+=("$2") DETAIL+=("$3")
+    printf '%-24s %-5s %s\n' "$1" "$2" "$3" >&2
+}
+
+# ---------------------------------------------------------------------------------------------
+# Prerequisites: every one is checked and all missing ones are listed at once.
+missing=()
+[[ $(id -u) -eq 0 ]] || missing+=("root (eBPF uprobes): run with sudo")
+[[ -x "$RTL" ]] || missing+=("rtl-ebpf at '$RTL': cargo xtask build, or set RTL_HW_RTL")
+[[ -f "$(dirname "$RTL")/librtl_agent.so" ]] || missing+=("librtl_agent.so next to $RTL: cargo build --release -p rtl-agent")
+for w in demo serve_sim graph_replay; do
+    [[ -x "$WL/$w" ]] || missing+=("workload $WL/$w: make -C tests/workloads (needs hipcc), or set RTL_HW_WORKLOADS")
+done
+for c in python3 sqlite3 timeout ldd; do
+    command -v "$c" >/dev/null 2>&1 || missing+=("command '$c'")
+done
+[[ -r /sys/kernel/btf/vmlinux ]] || missing+=("/sys/kernel/btf/vmlinux (kernel BTF; in a container mount /sys/kernel/btf)")
+if [[ -z "$HWLIB" && ! -e /dev/kfd ]]; then
+    missing+=("/dev/kfd (no AMD GPU visible; in a container: --device=/dev/kfd --device=/dev/dri --group-add video)")
+fi
+if ((${#missing[@]})); then
+    echo "validate.sh: prerequisites missing:" >&2
+    printf '  - %s\n' "${missing[@]}" >&2
+    exit 2
+fi
+
+# GPUs: KFD topology nodes with a non-zero gpu_id (the simulator has 8 unless ROCM_SIM_DEVICES).
+gpus=0
+for f in /sys/class/kfd/kfd/topology/nodes/*/gpu_id; do
+    [[ -r "$f" && "$(cat "$f")" != 0 ]] && gpus=$((gpus + 1))
+done
+if [[ -n "$HWLIB" ]]; then
+    gpus=8
+    for e in "${EXTRA_ENV[@]}"; do [[ $e == ROCM_SIM_DEVICES=* ]] && gpus=${e#*=}; done
+fi
+WORKERS=${RTL_HW_WORKERS:-$((gpus > 8 ? 8 : (gpus < 1 ? 1 : gpus)))}
+rocm_version=$(cat /opt/rocm/.info/version 2>/dev/null || echo unknown)
+[[ -n "$HWLIB" ]] && rocm_version="simulator ($HWLIB)"
+hip_lib=$(env LD_LIBRARY_PATH="$LDP" ldd "$WL/demo" | awk '/libamdhip64/ {print $3; exit}')
+arch=$(grep -ho 'gfx[0-9a-f]*' /sys/class/kfd/kfd/topology/nodes/*/name 2>/dev/null | sort -u | tr '\n' ' ')
+{
+    echo "rtl-ebpf hardware validation, $(date -u +%FT%TZ)"
+    echo "  host $(uname -n), kernel $(uname -r); ROCm $rocm_version; $gpus GPU(s) ${arch:+($arch)}"
+    echo "  collector $RTL; workloads $WL; libamdhip64 ${hip_lib:-not found}"
+    echo "  output $OUT"
+} >&2
+
+# ---------------------------------------------------------------------------------------------
+# Helpers.
+
+# traced NAME GPU [VAR=VALUE...] -- CMD...: runs CMD under `rtl-ebpf run --gpu GPU` with the
+# workload truth in $OUT/NAME.truth; trace $OUT/NAME.db, logs $OUT/NAME.{out,err}; returns the
+# collector's status (the command's), 124 when the timeout hit.
+traced() {
+    local name=$1 gpu=$2
+    shift 2
+    local envs=()
+    while [[ $# -gt 0 && $1 != -- ]]; do envs+=("$1"); shift; done
+    shift
+    rm -f "$OUT/$name.db" "$OUT/$name.truth"
+    timeout --kill-after=10 "$TMO" env LD_LIBRARY_PATH="$LDP" "$RTL" run --quiet --gpu "$gpu" -o "$OUT/$name.db" -- \
+        env LD_LIBRARY_PATH="$LDP" RTL_WORKLOAD_TRUTH="$OUT/$name.truth" ${EXTRA_ENV[@]+"${EXTRA_ENV[@]}"} \
+        ${envs[@]+"${envs[@]}"} "$@" >"$OUT/$name.out" 2>"$OUT/$name.err"
+}
+
+# untraced NAME CMD...: the same workload without rtl-ebpf.
+untraced() {
+    local name=$1
+    shift
+    rm -f "$OUT/$name.truth"
+    timeout --kill-after=10 "$TMO" env LD_LIBRARY_PATH="$LDP" RTL_WORKLOAD_TRUTH="$OUT/$name.truth" \
+        ${EXTRA_ENV[@]+"${EXTRA_ENV[@]}"} "$@" >"$OUT/$name.out" 2>"$OUT/$name.err"
+}
+
+# ana MODE ARGS...: the analysis (python3, standard library only). Prints KEY=VALUE lines.
+ana() {
+    python3 - "$@" <<'PY'
+import json, sqlite3, statistics, subprocess, sys
+
+LAUNCH = {"hipLaunchKernel", "hipExtLaunchKernel", "hipLaunchCooperativeKernel", "hipModuleLaunchKernel",
+          "hipExtModuleLaunchKernel", "hipHccModuleLaunchKernel", "hipLaunchKernel_spt", "hipLaunchKernelGGLImpl"}
+
+def truth(path):
+    rows = []
+    for l in open(path):
+        l = l.strip()
+        if l:
+            try:
+                rows.append(json.loads(l))
+            except ValueError:
+                pass
+    return rows
+
+def expect(path):
+    """The workload's own counts: dispatches it caused outside graphs, graph node dispatches."""
+    rows = truth(path)
+    calls = [r for r in rows if "api" in r and "start_ns" in r]
+    by_thread = {}
+    for r in calls:
+        by_thread.setdefault((r["pid"], r["tid"]), []).append(r)
+    plain, graph, names, pids = 0, 0, set(), set()
+    for (pid, tid), rs in by_thread.items():
+        rs.sort(key=lambda r: r.get("seq", 0))
+        capturing, nodes = False, 0
+        for r in rs:
+            a, ok = r["api"], r.get("ret", 0) == 0
+            pids.add(pid)
+            if a == "hipStreamBeginCapture" and ok:
+                capturing, nodes = True, 0
+            elif a == "hipStreamEndCapture":
+                capturing = False
+            elif a in LAUNCH and ok:
+                if r.get("kernel"):
+                    names.add(r["kernel"])
+                if capturing:
+                    nodes += 1
+                else:
+                    plain += 1
+            elif a == "hipGraphLaunch" and ok:
+                graph += nodes
+    per_api = {}
+    for r in calls:
+        per_api[r["api"]] = per_api.get(r["api"], 0) + 1
+    return {"plain": plain, "graph": graph, "names": sorted(names), "calls": len(calls), "pids": sorted(pids),
+            "per_api": per_api, "graph_launches": per_api.get("hipGraphLaunch", 0)}
+
+def trace(db, pids):
+    c = sqlite3.connect(db)
+    meta = {}
+    for t, v in c.execute("SELECT tag, CAST(value AS TEXT) FROM rocpd_metadata ORDER BY id"):
+        meta[t] = v
+    kern = c.execute("SELECT s.string FROM rocpd_op o JOIN rocpd_string t ON t.id = o.opType_id "
+                     "JOIN rocpd_string s ON s.id = o.description_id WHERE t.string = 'KernelExecution'").fetchall()
+    per_api, tpids = {}, set()
+    for pid, name in c.execute("SELECT a.pid, s.string FROM rocpd_api a JOIN rocpd_string s ON s.id = a.apiName_id"):
+        if pid in pids:
+            per_api[name] = per_api.get(name, 0) + 1
+            tpids.add(pid)
+    return meta, [k[0] for k in kern], per_api, tpids
+
+def demangle(n):
+    try:
+        return subprocess.run(["c++filt", n], capture_output=True, text=True, timeout=5).stdout.strip() or n
+    except Exception:
+        return n
+
+def kv(**d):
+    for k, v in d.items():
+        print(f"{k}={v}")
+
+mode = sys.argv[1]
+if mode == "check":  # check TRUTH DB WANT_GRAPH(0/1)
+    e = expect(sys.argv[2])
+    want_graph = sys.argv[4] == "1"
+    meta, kern, per_api, tpids = trace(sys.argv[3], set(e["pids"]))
+    want = e["plain"] + (e["graph"] if want_graph else 0)
+    have = set(kern)
+    missing_names = [n for n in e["names"] if n not in have and demangle(n) not in have
+                     and not any(k.startswith(demangle(n).split("(")[0]) for k in have)]
+    short = {a: (n, per_api.get(a, 0)) for a, n in e["per_api"].items() if per_api.get(a, 0) < n}
+    m = lambda t: int(meta.get(t, "0") or 0)
+    kv(kernels=len(kern), expected=want, plain=e["plain"], graph=e["graph"], graph_launches=e["graph_launches"],
+       names=len(e["names"]), missing_names=",".join(missing_names) or "-",
+       calls=e["calls"], traced_calls=sum(per_api.get(a, 0) for a in e["per_api"]),
+       calls_short=";".join(f"{a}:{t}/{n}" for a, (n, t) in short.items()) or "-",
+       pids=len(e["pids"]), traced_pids=len(tpids),
+       drops=m("ringbuf_drops") + m("agent_dropped_queue_full") + m("agent_batches_rejected")
+             + m("agent_batches_truncated") + m("records_rejected"),
+       gpu_ops=m("gpu_ops"), linked=m("gpu_ops_linked"), unlinked=m("gpu_ops_unlinked"),
+       skipped=m("agent_graph_batches_skipped"))
+elif mode == "latency":  # latency TRUTH: median hipGraphLaunch duration in us
+    d = [r["end_ns"] - r["start_ns"] for r in truth(sys.argv[2])
+         if r.get("api") == "hipGraphLaunch" and "start_ns" in r and r.get("ret", 0) == 0]
+    kv(n=len(d), median_us=f"{statistics.median(d) / 1000:.2f}" if d else "nan",
+       p90_us=f"{sorted(d)[int(0.9 * (len(d) - 1))] / 1000:.2f}" if d else "nan")
+elif mode == "hasapi":  # hasapi LIB: hipProfiler*Ext resolvable (dlsym, as the agent does)?
+    import ctypes
+    try:
+        lib = ctypes.CDLL(sys.argv[2])
+        kv(clr=int(all(hasattr(lib, f) for f in ("hipProfilerEnableExt", "hipProfilerDisableExt", "hipProfilerGetRecordsExt"))))
+    except OSError as err:
+        kv(clr=0, error=str(err).replace(" ", "_"))
+PY
+}
+
+# load KEY=VALUE lines of `ana` into variables prefixed with $1.
+load() {
+    local p=$1 line
+    shift
+    while IFS= read -r line; do
+        [[ $line == *=* ]] && printf -v "${p}_${line%%=*}" '%s' "${line#*=}"
+    done < <(ana "$@")
+}
+
+verdict() { # name cond detail: PASS when cond (an arithmetic expression) is true; an unset
+    # variable (an analysis that failed) makes it FAIL, not abort the script.
+    if ( (($2)) ) 2>/dev/null; then record "$1" PASS "$3"; else record "$1" FAIL "$3"; fi
+}
+
+rc_note() { # rc -> words
+    case $1 in
+        0) echo "exit 0" ;;
+        124 | 137) echo "TIMEOUT after ${TMO}s (a completion signal never reached the app?)" ;;
+        *) echo "exit $1" ;;
+    esac
+}
+
+# ---------------------------------------------------------------------------------------------
+# 1. HSA mode on a real workload (demo: 3 kernels x 4 iterations on 2 streams, events between).
+traced hsa_demo hsa -- "$WL/demo"
+rc=$?
+if [[ $rc -ne 0 ]]; then
+    record hsa.run FAIL "$(rc_note $rc); see $OUT/hsa_demo.err"
+else
+    load h check "$OUT/hsa_demo.truth" "$OUT/hsa_demo.db" 0
+    verdict hsa.kernel_count "h_kernels == h_expected && h_expected > 0" "$h_kernels kernels traced, workload launched $h_expected"
+    verdict hsa.kernel_names "${#h_missing_names} == 1" "$h_names names in the workload; missing: $h_missing_names"
+    verdict hsa.no_drops "h_drops == 0" "drops/rejected records $h_drops; $h_linked of $h_gpu_ops ops linked to their call"
+    verdict hsa.cpu_trace "${#h_calls_short} == 1" "$h_traced_calls traced calls for $h_calls truth calls; short: $h_calls_short"
+fi
+
+# 2. HSA mode, graph replay: default leaves batches alone (counted), opt-in records them.
+traced hsa_graph hsa -- "$WL/graph_replay" --nodes "$NODES" --replays 20
+rc=$?
+if [[ $rc -ne 0 ]]; then
+    record hsa.graph_default FAIL "$(rc_note $rc); see $OUT/hsa_graph.err"
+else
+    load g check "$OUT/hsa_graph.truth" "$OUT/hsa_graph.db" 0
+    verdict hsa.graph_default "g_skipped == g_graph_launches && g_kernels == g_plain" \
+        "app finished; $g_skipped of $g_graph_launches graph batches skipped and counted, $g_kernels kernels traced (expected $g_plain)"
+fi
+traced hsa_graph_batches hsa RTL_AGENT_HSA_BATCHES=1 -- "$WL/graph_replay" --nodes "$NODES" --replays 20
+rc=$?
+rocm_mm=$(awk -F. '{printf "%d%03d", $1, $2}' /opt/rocm/.info/version 2>/dev/null || echo 0)
+if [[ $rc -eq 0 ]]; then
+    load b check "$OUT/hsa_graph_batches.truth" "$OUT/hsa_graph_batches.db" 1
+    verdict hsa.graph_opt_in "b_kernels == b_expected" "RTL_AGENT_HSA_BATCHES=1: $b_kernels kernels traced, expected $b_expected ($b_graph graph nodes)"
+elif [[ -z "$HWLIB" && $rocm_mm -lt 7013 ]]; then
+    record hsa.graph_opt_in XFAIL "$(rc_note $rc): ROCm $rocm_version < 7.13 breaks signal injection in batches (why the default skips them)"
+else
+    record hsa.graph_opt_in FAIL "$(rc_note $rc); see $OUT/hsa_graph_batches.err"
+fi
+
+# 3. CLR mode (hipProfiler*Ext) where the library has it, a clean fallback where it does not.
+load a hasapi "${hip_lib:-libamdhip64.so}"
+traced clr_demo clr ${CLR_ENV[@]+"${CLR_ENV[@]}"} -- "$WL/demo"
+rc=$?
+if [[ $rc -ne 0 ]]; then
+    record clr FAIL "$(rc_note $rc); see $OUT/clr_demo.err"
+else
+    load c check "$OUT/clr_demo.truth" "$OUT/clr_demo.db" 0
+    if [[ ${CLR_ENV[*]-} == *ROCM_SIM_PROFILER=none* || $a_clr -eq 0 ]]; then
+        says=$(grep -ci 'hipProfiler\|no GPU source' "$OUT/clr_demo.err")
+        verdict clr.fallback "c_kernels == 0 && ${#c_calls_short} == 1 && says > 0" \
+            "no hipProfiler*Ext: exit 0, $c_traced_calls/$c_calls calls traced, 0 GPU ops, message shown ($says)"
+    else
+        verdict clr.kernel_count "c_kernels == c_expected && c_linked == c_gpu_ops && c_drops == 0" \
+            "$c_kernels kernels (expected $c_expected); $c_linked of $c_gpu_ops ops linked; drops $c_drops"
+    fi
+fi
+
+# 4. Migration of an old trace file: a tiny RPD schema-v2 file read by `rtl-ebpf summary`.
+rm -f "$OUT/v2.rpd"
+sqlite3 "$OUT/v2.rpd" <<'SQL'
+CREATE TABLE rocpd_metadata(id integer NOT NULL PRIMARY KEY AUTOINCREMENT, tag varchar(4096) NOT NULL, value varchar(4096) NOT NULL);
+CREATE TABLE rocpd_string(id integer NOT NULL PRIMARY KEY AUTOINCREMENT, string varchar(4096) NOT NULL);
+CREATE TABLE rocpd_api(id integer NOT NULL PRIMARY KEY AUTOINCREMENT, pid integer NOT NULL, tid integer NOT NULL, start integer NOT NULL, end integer NOT NULL, apiName_id integer NOT NULL REFERENCES rocpd_string(id), args_id integer NOT NULL REFERENCES rocpd_string(id));
+CREATE TABLE rocpd_op(id integer NOT NULL PRIMARY KEY AUTOINCREMENT, gpuId integer NOT NULL, queueId integer NOT NULL, sequenceId integer NOT NULL, completionSignal varchar(18) NOT NULL, start integer NOT NULL, end integer NOT NULL, description_id integer NOT NULL REFERENCES rocpd_string(id), opType_id integer NOT NULL REFERENCES rocpd_string(id));
+CREATE TABLE rocpd_api_ops(id integer NOT NULL PRIMARY KEY AUTOINCREMENT, api_id integer NOT NULL REFERENCES rocpd_api(id), op_id integer NOT NULL REFERENCES rocpd_op(id));
+INSERT INTO rocpd_metadata(tag, value) VALUES ('schema_version', '2');
+INSERT INTO rocpd_string(id, string) VALUES (1, 'hipLaunchKernel'), (2, ''), (3, 'KernelExecution'), (4, 'Cijk_Ailk_Bljk_SB'), (5, 'stream=0x1 kernel=Cijk_Ailk_Bljk_SB'), (6, 'hipMemcpy'), (7, 'CopyDeviceToHost');
+INSERT INTO rocpd_api(id, pid, tid, start, end, apiName_id, args_id) VALUES (1, 7, 7, 1000, 2000, 1, 5), (2, 7, 7, 3000, 9000, 6, 2);
+INSERT INTO rocpd_op(id, gpuId, queueId, sequenceId, completionSignal, start, end, description_id, opType_id) VALUES (1, 0, 0, 1, '0x1234', 2500, 4500, 4, 3), (2, 0, 1, 2, '0x1238', 5000, 8000, 2, 7);
+INSERT INTO rocpd_api_ops(api_id, op_id) VALUES (1, 1), (2, 2);
+SQL
+"$RTL" summary "$OUT/v2.rpd" >"$OUT/v2.summary" 2>&1
+rc=$?
+n_hits=$(grep -c 'Cijk_Ailk_Bljk_SB\|hipLaunchKernel\|hipMemcpy' "$OUT/v2.summary")
+verdict migration "rc == 0 && n_hits >= 2" "rtl-ebpf summary of an RPD v2 file: $(rc_note $rc), $n_hits lines name its kernel/APIs ($OUT/v2.summary)"
+
+# 5. hipGraphLaunch latency with and without rtl-ebpf (median of REPLAYS replays).
+untraced lat_base "$WL/graph_replay" --nodes "$NODES" --replays "$REPLAYS"
+rc0=$?
+traced lat_traced hsa -- "$WL/graph_replay" --nodes "$NODES" --replays "$REPLAYS"
+rc1=$?
+if [[ $rc0 -ne 0 || $rc1 -ne 0 ]]; then
+    record graph_latency FAIL "without: $(rc_note $rc0); with: $(rc_note $rc1)"
+else
+    load l0 latency "$OUT/lat_base.truth"
+    load l1 latency "$OUT/lat_traced.truth"
+    d=$(python3 -c "print(f'{$l1_median_us - $l0_median_us:.2f}')")
+    ok=$(python3 -c "print(int($l1_n == $REPLAYS and $l0_n == $REPLAYS and $l1_median_us - $l0_median_us <= $MAX_OVERHEAD_US))")
+    verdict graph_latency "ok == 1" \
+        "median hipGraphLaunch ($NODES nodes, $l0_n/$l1_n replays): ${l0_median_us} us without, ${l1_median_us} us with (--gpu hsa), +$d us (limit $MAX_OVERHEAD_US); p90 ${l0_p90_us} / ${l1_p90_us} us"
+fi
+
+# 6. Multi-process: WORKERS processes (one GPU each), 4 threads, 2 streams each, HSA mode.
+traced multi hsa -- "$WL/serve_sim" --workers "$WORKERS" --threads 4 --requests 8 --graph-nodes 50 --graph-replays 2
+rc=$?
+if [[ $rc -ne 0 ]]; then
+    record multi_process FAIL "$(rc_note $rc); see $OUT/multi.err"
+else
+    load m check "$OUT/multi.truth" "$OUT/multi.db" 0
+    verdict multi_process "m_traced_pids == m_pids && m_pids == WORKERS && m_kernels == m_expected && ${#m_calls_short} == 1 && m_drops == 0 && m_skipped == m_graph_launches" \
+        "$m_traced_pids/$m_pids processes traced ($WORKERS workers); $m_kernels kernels (expected $m_expected); $m_traced_calls/$m_calls calls; drops $m_drops; graph batches skipped $m_skipped/$m_graph_launches"
+fi
+
+# ---------------------------------------------------------------------------------------------
+# The table.
+fails=0
+echo
+printf '%-24s %-6s %s\n' CHECK RESULT DETAIL
+printf '%-24s %-6s %s\n' ------------------------ ------ ------
+for i in "${!NAMES[@]}"; do
+    printf '%-24s %-6s %s\n' "${NAMES[$i]}" "${STATUS[$i]}" "${DETAIL[$i]}"
+    [[ ${STATUS[$i]} == FAIL ]] && fails=$((fails + 1))
+done
+echo
+if ((fails)); then
+    echo "$fails check(s) FAILED; traces and logs in $OUT"
+    exit 1
+fi
+echo "all checks passed; traces and logs in $OUT"
+exit 0
