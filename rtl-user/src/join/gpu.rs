@@ -23,6 +23,8 @@ use super::thread_hash::profiler_thread_id;
 
 /// Calls kept per process for matching (GPU-capable calls only).
 const MAX_CALLS_PER_PID: usize = 1 << 20;
+/// How long a call stays matchable after it returned (trace clock).
+const KEEP_NS: u64 = 30_000_000_000;
 /// Operations waiting for their call (its return not seen yet).
 const MAX_PENDING: usize = 1 << 18;
 /// Slack on time containment, beyond the clock-sync uncertainty (ns).
@@ -94,7 +96,9 @@ impl GpuJoiner {
     /// Remembers a completed call that may have caused GPU work.
     pub fn index_call(&mut self, pid: u32, call: IndexedCall) {
         let p = self.procs.entry(pid).or_default();
-        if p.calls.len() >= MAX_CALLS_PER_PID {
+        // Agents publish within their drain interval (100 ms by default); a call older than
+        // KEEP_NS can no longer be matched and is forgotten.
+        while p.calls.front().is_some_and(|c| c.end + KEEP_NS < call.end) || p.calls.len() >= MAX_CALLS_PER_PID {
             p.calls.pop_front();
         }
         p.calls.push_back(call);
@@ -191,9 +195,13 @@ impl GpuJoiner {
 
     /// Links (or, if `give_up`, writes unlinked) one operation. Returns false if it should wait.
     fn try_link(&mut self, pid: u32, op: &GpuOp, next_id: &mut dyn FnMut() -> i64, out: &mut Vec<Row>, give_up: bool) -> bool {
-        let has_cpu = op.flags & agent::OP_HAS_CPU_TIMES != 0;
+        // HSA ops carry the submission instant instead (inside the launching call, same thread,
+        // CLOCK_MONOTONIC = the probes' clock): contained without slack, or a call that starts
+        // right after the launch returned would make it ambiguous.
+        let submit = op.flags & agent::OP_SUBMIT_TIME != 0;
+        let has_cpu = op.flags & agent::OP_HAS_CPU_TIMES != 0 || submit;
         let (cs, ce) = (self.to_trace_clock(pid, op.cpu_clock, op.cpu_start_ns), self.to_trace_clock(pid, op.cpu_clock, op.cpu_end_ns));
-        let tol = self.offset(pid).1 + SLACK_NS;
+        let tol = if submit && op.flags & agent::OP_HAS_CPU_TIMES == 0 { 0 } else { self.offset(pid).1 + SLACK_NS };
         let Some(p) = self.procs.get(&pid) else {
             return give_up && self.write_unlinked(pid, op, cs, ce, next_id, out);
         };

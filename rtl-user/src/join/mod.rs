@@ -211,7 +211,7 @@ impl Joiner {
                     self.kernel_names.insert((pid, f), demangle(text));
                 }
             }
-            if !matches!(decode, Decode::Marker(_) | Decode::RegisterFunction) {
+            if causes_gpu_work(decode, name) {
                 self.gpu.index_call(
                     pid,
                     gpu::IndexedCall {
@@ -295,4 +295,16 @@ fn read_proc(pid: u32) -> (String, String) {
 fn read_ppid(pid: u32) -> Option<u32> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     s.lines().find_map(|l| l.strip_prefix("PPid:")).and_then(|v| v.trim().parse().ok())
+}
+
+/// Calls the GPU join keeps for matching: those that can put work on a GPU queue. Keeping
+/// only these bounds the collector's memory when getters are traced at high rates.
+fn causes_gpu_work(decode: Decode, name: &str) -> bool {
+    matches!(decode, Decode::Launch(_) | Decode::Copy(_) | Decode::Memset { .. } | Decode::GraphLaunch)
+        || matches!(
+            name,
+            "hipEventRecord" | "hipEventRecordWithFlags" | "hipStreamWaitEvent" | "hipLaunchHostFunc"
+                | "hipStreamAddCallback" | "hipMemset2D" | "hipMemset2DAsync" | "hipMemPrefetchAsync"
+                | "hipLaunchKernelExC" | "hipLaunchByPtr" | "hipDeviceSynchronize" | "hipStreamSynchronize"
+        )
 }

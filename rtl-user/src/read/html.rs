@@ -200,9 +200,9 @@ pub fn render(s: &Summary) -> String {
     }
     o.push_str("</table>");
     if s.apis.is_empty() {
-        o.push_str("<h2>Top HIP APIs</h2><p>No API calls in this trace.</p>");
+        o.push_str("<h2>Top APIs</h2><p>No API calls in this trace.</p>");
     } else {
-        o.push_str("<h2>Top HIP APIs</h2><table><tr><th>api</th><th>calls</th><th>total</th><th>mean</th><th>max</th><th>errors</th><th>unclosed</th></tr>");
+        o.push_str("<h2>Top APIs</h2><table><tr><th>api</th><th>calls</th><th>total</th><th>mean</th><th>max</th><th>errors</th><th>unclosed</th></tr>");
         for a in &s.apis {
             let mean = if a.stat.count > 0 {
                 a.stat.sum / a.stat.count

@@ -1147,7 +1147,7 @@ fn write_text(s: &Summary, out: &mut dyn Write) -> Result<()> {
     writeln!(out)?;
     writeln!(
         out,
-        "HIP APIs by total time{}",
+        "APIs by total time{}",
         shown(s.apis.len(), s.apis_total_names)
     )?;
     if s.apis.is_empty() {

@@ -45,7 +45,9 @@ pub fn rtl_run(args: &[&str]) -> Output {
 pub fn rtl_start(args: &[&str]) -> Child {
     let mut c = Command::new(rtl()).args(args).stderr(Stdio::piped()).stdout(Stdio::null()).spawn().unwrap();
     let mut r = BufReader::new(c.stderr.take().unwrap());
-    let deadline = Instant::now() + Duration::from_secs(60);
+    // Attaching waits on a kernel mutex that another session's probe removal may hold for a
+    // while (tests run concurrently): allow for it.
+    let deadline = Instant::now() + Duration::from_secs(240);
     let mut line = String::new();
     loop {
         line.clear();
