@@ -131,6 +131,13 @@ import json, sqlite3, statistics, subprocess, sys
 LAUNCH = {"hipLaunchKernel", "hipExtLaunchKernel", "hipLaunchCooperativeKernel", "hipModuleLaunchKernel",
           "hipExtModuleLaunchKernel", "hipHccModuleLaunchKernel", "hipLaunchKernel_spt", "hipLaunchKernelGGLImpl"}
 
+# Not probed by default (rtl-user/src/probe/apis.rs `not_default`, and the compiler's __hip* calls).
+NOT_PROBED = {"hipGetLastError", "hipPeekAtLastError", "hipGetErrorString", "hipGetErrorName", "hipDeviceGetAttribute",
+              "hipPointerGetAttributes", "hipStreamIsCapturing", "hipStreamGetCaptureInfo", "hipCtxGetCurrent"}
+
+def probed(api):
+    return not api.startswith("__hip") and api not in NOT_PROBED
+
 def truth(path):
     rows = []
     for l in open(path):
@@ -171,8 +178,9 @@ def expect(path):
                 graph += nodes
     per_api = {}
     for r in calls:
-        per_api[r["api"]] = per_api.get(r["api"], 0) + 1
-    return {"plain": plain, "graph": graph, "names": sorted(names), "calls": len(calls), "pids": sorted(pids),
+        if probed(r["api"]):
+            per_api[r["api"]] = per_api.get(r["api"], 0) + 1
+    return {"plain": plain, "graph": graph, "names": sorted(names), "calls": sum(per_api.values()), "pids": sorted(pids),
             "per_api": per_api, "graph_launches": per_api.get("hipGraphLaunch", 0)}
 
 def trace(db, pids):
