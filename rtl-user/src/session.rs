@@ -195,7 +195,9 @@ pub fn run(mode: Mode, opts: &TraceOpts) -> Result<Outcome> {
     let ringbuf = probes.take_ringbuf()?;
 
     // The writer thread.
-    let (tx, rx) = sync_channel::<WriterMsg>(64);
+    // Bounded: at most 16 batches of 8192 rows wait for SQLite; then the reader blocks and the
+    // kernel side counts drops, so the collector's memory stays bounded under any load.
+    let (tx, rx) = sync_channel::<WriterMsg>(16);
     let writer_thread: JoinHandle<Result<WriterStats>> = std::thread::Builder::new()
         .name("rtl-writer".into())
         .spawn(move || {
