@@ -140,9 +140,11 @@ fn sigint_and_sigterm_at_a_random_moment_keep_every_reported_row() {
         // The file is finished: a single-file database, no WAL left behind.
         assert!(!Path::new(&format!("{}-wal", db.display())).exists(), "WAL left after {name}");
         assert!(meta(&db, "calls_unclosed").is_some(), "end-of-trace metadata written after {name}");
-        // Calls cut by the end of the trace are closed and marked (at most one per thread).
-        let cut = count(&db, "SELECT count(*) FROM rtl_api WHERE status = 3");
-        assert!(cut <= 4, "{cut} calls closed by the end of the trace, 4 threads");
+        // Calls cut by the end of the trace are closed and marked: at most one per thread, plus
+        // calls whose return record was dropped (when the load made the ring buffer overflow).
+        let cut = count(&db, "SELECT count(*) FROM rtl_api WHERE status = 3") as u64;
+        let drops: u64 = meta(&db, "ringbuf_drops").unwrap().parse().unwrap();
+        assert!(cut <= 4 + drops, "{cut} calls closed by the end of the trace, 4 threads, {drops} drops");
         eprintln!("{name} after {ms} ms: {written} rows written and present, {cut} cut by the end of the trace");
     }
 }
