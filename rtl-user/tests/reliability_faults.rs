@@ -42,8 +42,11 @@ fn wait_for(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
     }
 }
 
-fn read_pid(p: &Path) -> Option<u32> {
-    std::fs::read_to_string(p).ok()?.trim().parse().ok()
+/// The pid in a workload's truth file (every line carries it; files written by the shell could
+/// fail under load: dash once reported "echo: I/O error" writing one).
+fn truth_pid(p: &Path) -> Option<u32> {
+    let text = std::fs::read_to_string(p).ok()?;
+    text.lines().find_map(|l| serde_json::from_str::<Value>(l).ok()?.get("pid")?.as_u64()).map(|v| v as u32)
 }
 
 fn lines_with(p: &Path, needle: &str) -> usize {
@@ -73,13 +76,9 @@ fn traced_processes_killed_exiting_and_execing_mid_call_leave_others_intact() {
     let script = format!(
         r#"D={d}; W={w}
 RTL_WORKLOAD_TRUTH=$D/sleeper.jsonl $W/sleeper --mode loop --interval-ms 2 > $D/sleeper.out & S=$!
-echo $S > $D/sleeper.pid
 ROCM_SIM_KERNEL_NS=wl_small_copy=20000000000 RTL_WORKLOAD_TRUTH=$D/kill.jsonl $W/exec_mid_call --api devicesync --threads 2 --delay-ms 120000 & K=$!
-echo $K > $D/kill.pid
 ROCM_SIM_KERNEL_NS=wl_small_copy=400000000 ROCM_SIM_EXIT_MID_KERNEL=1 RTL_WORKLOAD_TRUTH=$D/exit.jsonl $W/exec_mid_call --api devicesync --threads 1 --delay-ms 120000 & X=$!
-echo $X > $D/exit.pid
 ROCM_SIM_KERNEL_NS=wl_small_copy=5000000000 RTL_WORKLOAD_TRUTH=$D/exec.jsonl $W/exec_mid_call --api devicesync --threads 2 --delay-ms 1500 & E=$!
-echo $E > $D/exec.pid
 wait $K; wait $X; wait $E
 kill -TERM $S; wait $S
 exit 0
@@ -95,12 +94,10 @@ exit 0
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let kill_pid_file = dir.join("kill.pid");
-    wait_for("the victim to start", 60, || read_pid(&kill_pid_file).is_some());
-    let victim = read_pid(&kill_pid_file).unwrap();
     // Both threads have launched (a launch line is written when the launch returns) and are
     // now inside their 20 s synchronize.
-    wait_for("the victim's launches", 60, || lines_with(&dir.join("kill.jsonl"), "hipLaunchKernel") >= 2);
+    wait_for("the victim's launches", 120, || lines_with(&dir.join("kill.jsonl"), "hipLaunchKernel") >= 2);
+    let victim = truth_pid(&dir.join("kill.jsonl")).unwrap();
     std::thread::sleep(Duration::from_millis(300));
     let t_kill = monotonic_ns();
     signal(victim, libc::SIGKILL);
@@ -126,7 +123,7 @@ exit 0
     assert_eq!(k.iter().filter(|c| c.name == "hipLaunchKernel" && c.status == 0).count(), 2, "{k:?}");
 
     // Victim that exited from its device thread in the middle of its first kernel.
-    let x = of(read_pid(&dir.join("exit.pid")).unwrap());
+    let x = of(truth_pid(&dir.join("exit.jsonl")).expect("the exiting victim's launch line"));
     let open: Vec<_> = x.iter().filter(|c| c.name == "hipDeviceSynchronize").collect();
     assert_eq!(open.len(), 1, "exiting victim's calls: {x:?}");
     assert_eq!(open[0].status, THREAD_EXITED, "{:?}", open[0]);
@@ -135,7 +132,7 @@ exit 0
     // first kills the other threads (sched_process_exit fires for each of them before
     // sched_process_exec), so calls on those threads are "thread exited"; a call on the
     // exec'ing thread itself would be "exec". The new image (api_mix, same pid) is traced exactly.
-    let epid = read_pid(&dir.join("exec.pid")).unwrap();
+    let epid = truth_pid(&dir.join("exec.jsonl")).expect("the exec victim's truth");
     let e = of(epid);
     let etruth = truth(&dir.join("exec.jsonl"));
     let in_flight: Vec<&Value> =
@@ -159,7 +156,7 @@ exit 0
     assert_eq!(m.len(), after_calls.len());
 
     // The bystander: every call it made is in the trace exactly once, complete, and nothing else.
-    let spid = read_pid(&dir.join("sleeper.pid")).unwrap();
+    let spid = truth_pid(&dir.join("sleeper.jsonl")).expect("the bystander's truth");
     // (Status 5 rows come from the in-process profiler agent, not from the probes.)
     let s: Vec<TracedCall> = of(spid).into_iter().filter(|c| c.status != 5).cloned().collect();
     let st = truth(&dir.join("sleeper.jsonl"));
