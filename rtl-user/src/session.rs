@@ -110,6 +110,12 @@ pub fn run(mode: Mode, opts: &TraceOpts) -> Result<Outcome> {
                         runtime_name(opts.runtime),
                     ))));
                 }
+                if opts.gpu != "none" && !found.iter().any(|l| l.kind == LibKind::Agent) {
+                    say(format!(
+                        "PID {pid} has no rtl-ebpf agent loaded: its trace will have API calls but no GPU times \
+                         (start it with LD_PRELOAD=<dir>/librtl_agent.so to get them; docs/tracing.md)"
+                    ));
+                }
                 libs.extend(found);
             }
             libs.extend(

@@ -185,3 +185,55 @@ fn stock_rocm_without_the_api_gives_a_cpu_trace_and_says_why() {
     assert!(calls.iter().any(|c| c.name == "hipLaunchKernel"), "CPU-side trace complete");
     assert_eq!(trace_ops(&db).len(), 0);
 }
+
+#[test]
+fn all_mode_joins_a_workload_started_with_the_agent() {
+    require_root();
+    let d = tmpdir();
+    let (db, tr) = (d.path().join("t.db"), d.path().join("truth.jsonl"));
+    let lib = sim_lib();
+    let agent = rtl().with_file_name("librtl_agent.so");
+    assert!(agent.exists(), "{} not built (cargo build --release -p rtl-agent)", agent.display());
+    let hip = lib.join("libamdhip64.so.5");
+    let tracer = rtl_start(&[
+        "--all", "--quiet", "-o", db.to_str().unwrap(),
+        "--lib", hip.to_str().unwrap(), "--lib", agent.to_str().unwrap(),
+    ]);
+    let st = std::process::Command::new(workload("demo"))
+        .env("LD_LIBRARY_PATH", &lib)
+        .env("LD_PRELOAD", &agent)
+        .env("ROCM_SIM_TRUTH", &tr)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(st.success());
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    rtl_stop(tracer);
+    let truth = truth(&tr);
+    let pid = truth.iter().find_map(|v| v["pid"].as_u64()).unwrap() as u32;
+    let n_truth = truth.iter().filter(|v| v["type"] == "op").count();
+    let ops = trace_ops(&db);
+    let ours: Vec<&TraceOp> = ops.iter().filter(|o| o.api.as_ref().is_some_and(|a| a.0 == pid && a.5 == 0)).collect();
+    assert_eq!(ours.len(), n_truth, "every GPU op of the agent-started process, linked to a probed call");
+}
+
+#[test]
+fn attach_without_the_agent_says_why_gpu_times_are_missing() {
+    require_root();
+    let d = tmpdir();
+    let db = d.path().join("t.db");
+    let mut c = std::process::Command::new(workload("sleeper"))
+        .args(["--mode", "loop", "--interval-ms", "20"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(c.stdout.as_mut().unwrap()), &mut line).unwrap();
+    let out = rtl_run(&["attach", "--pid", &c.id().to_string(), "--duration", "1", "--quiet", "-o", db.to_str().unwrap()]);
+    signal(c.id(), libc::SIGTERM);
+    wait_exit(&mut c, 10);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("no rtl-ebpf agent loaded"), "{err}");
+    assert!(!traced_calls(&db).is_empty(), "CPU-side trace present");
+}
