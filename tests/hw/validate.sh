@@ -18,7 +18,12 @@
 #   RTL_HW_MAX_GRAPH_OVERHEAD_US  allowed median hipGraphLaunch slowdown under rtl-ebpf (default 20)
 #   RTL_HW_TIMEOUT           seconds for one traced run before it counts as hung (default 300)
 #   RTL_HW_OUT               where traces and logs go (default: a new /tmp/rtl-hw.XXXXXX)
+#   RTL_HW_CHECKS            which groups to run (default: "hsa graph clr migration latency multi")
 # Exit status: 0 all checks passed (SKIP/XFAIL allowed), 1 a check failed, 2 prerequisites missing.
+
+# The analysis results (h_kernels, m_pids, ...) are assigned by load() through printf -v, and
+# the conditions passed to verdict() name them: shellcheck cannot see either.
+# shellcheck disable=SC2154,SC2034
 
 set -u
 
@@ -41,6 +46,8 @@ REPLAYS=${RTL_HW_REPLAYS:-200}
 MAX_OVERHEAD_US=${RTL_HW_MAX_GRAPH_OVERHEAD_US:-20}
 TMO=${RTL_HW_TIMEOUT:-300}
 OUT=${RTL_HW_OUT:-$(mktemp -d /tmp/rtl-hw.XXXXXX)}
+CHECKS=" ${RTL_HW_CHECKS:-hsa graph clr migration latency multi} "
+want() { [[ $CHECKS == *" $1 "* ]]; }
 mkdir -p "$OUT"
 
 LDP=${HWLIB}${LD_LIBRARY_PATH:+${HWLIB:+:}$LD_LIBRARY_PATH}
@@ -244,8 +251,13 @@ PY
 
 # load KEY=VALUE lines of `ana` into variables prefixed with $1.
 load() {
-    local p=$1 line
+    local p=$1 line k
     shift
+    # Defaults: a failed analysis leaves "?" (FAIL in verdict), never an unbound variable.
+    for k in kernels expected plain graph graph_launches names missing_names calls traced_calls calls_short \
+        pids traced_pids drops gpu_ops linked unlinked skipped n median_us p90_us clr error; do
+        printf -v "${p}_$k" '%s' '?'
+    done
     while IFS= read -r line; do
         [[ $line == *=* ]] && printf -v "${p}_${line%%=*}" '%s' "${line#*=}"
     done < <(ana "$@")
@@ -266,61 +278,68 @@ rc_note() { # rc -> words
 
 # ---------------------------------------------------------------------------------------------
 # 1. HSA mode on a real workload (demo: 3 kernels x 4 iterations on 2 streams, events between).
-traced hsa_demo hsa -- "$WL/demo"
-rc=$?
-if [[ $rc -ne 0 ]]; then
-    record hsa.run FAIL "$(rc_note $rc); see $OUT/hsa_demo.err"
-else
-    load h check "$OUT/hsa_demo.truth" "$OUT/hsa_demo.db" 0
-    verdict hsa.kernel_count "h_kernels == h_expected && h_expected > 0" "$h_kernels kernels traced, workload launched $h_expected"
-    verdict hsa.kernel_names "${#h_missing_names} == 1" "$h_names names in the workload; missing: $h_missing_names"
-    verdict hsa.no_drops "h_drops == 0" "drops/rejected records $h_drops; $h_linked of $h_gpu_ops ops linked to their call"
-    verdict hsa.cpu_trace "${#h_calls_short} == 1" "$h_traced_calls traced calls for $h_calls truth calls; short: $h_calls_short"
+if want hsa; then
+    traced hsa_demo hsa -- "$WL/demo"
+    rc=$?
+    if [[ $rc -ne 0 ]]; then
+        record hsa.run FAIL "$(rc_note $rc); see $OUT/hsa_demo.err"
+    else
+        load h check "$OUT/hsa_demo.truth" "$OUT/hsa_demo.db" 0
+        verdict hsa.kernel_count "h_kernels == h_expected && h_expected > 0" "$h_kernels kernels traced, workload launched $h_expected"
+        verdict hsa.kernel_names "${#h_missing_names} == 1" "$h_names names in the workload; missing: $h_missing_names"
+        verdict hsa.no_drops "h_drops == 0" "drops/rejected records $h_drops; $h_linked of $h_gpu_ops ops linked to their call"
+        verdict hsa.cpu_trace "${#h_calls_short} == 1" "$h_traced_calls traced calls for $h_calls truth calls; short: $h_calls_short"
+    fi
 fi
 
 # 2. HSA mode, graph replay: default leaves batches alone (counted), opt-in records them.
-traced hsa_graph hsa -- "$WL/graph_replay" --nodes "$NODES" --replays 20
-rc=$?
-if [[ $rc -ne 0 ]]; then
-    record hsa.graph_default FAIL "$(rc_note $rc); see $OUT/hsa_graph.err"
-else
-    load g check "$OUT/hsa_graph.truth" "$OUT/hsa_graph.db" 0
-    verdict hsa.graph_default "g_skipped == g_graph_launches && g_kernels == g_plain" \
-        "app finished; $g_skipped of $g_graph_launches graph batches skipped and counted, $g_kernels kernels traced (expected $g_plain)"
-fi
-traced hsa_graph_batches hsa RTL_AGENT_HSA_BATCHES=1 -- "$WL/graph_replay" --nodes "$NODES" --replays 20
-rc=$?
-rocm_mm=$(awk -F. '{printf "%d%03d", $1, $2}' /opt/rocm/.info/version 2>/dev/null || echo 0)
-if [[ $rc -eq 0 ]]; then
-    load b check "$OUT/hsa_graph_batches.truth" "$OUT/hsa_graph_batches.db" 1
-    verdict hsa.graph_opt_in "b_kernels == b_expected" "RTL_AGENT_HSA_BATCHES=1: $b_kernels kernels traced, expected $b_expected ($b_graph graph nodes)"
-elif [[ -z "$HWLIB" && $rocm_mm -lt 7013 ]]; then
-    record hsa.graph_opt_in XFAIL "$(rc_note $rc): ROCm $rocm_version < 7.13 breaks signal injection in batches (why the default skips them)"
-else
-    record hsa.graph_opt_in FAIL "$(rc_note $rc); see $OUT/hsa_graph_batches.err"
+if want graph; then
+    traced hsa_graph hsa -- "$WL/graph_replay" --nodes "$NODES" --replays 20
+    rc=$?
+    if [[ $rc -ne 0 ]]; then
+        record hsa.graph_default FAIL "$(rc_note $rc); see $OUT/hsa_graph.err"
+    else
+        load g check "$OUT/hsa_graph.truth" "$OUT/hsa_graph.db" 0
+        verdict hsa.graph_default "g_skipped == g_graph_launches && g_kernels == g_plain" \
+            "app finished; $g_skipped of $g_graph_launches graph batches skipped and counted, $g_kernels kernels traced (expected $g_plain)"
+    fi
+    traced hsa_graph_batches hsa RTL_AGENT_HSA_BATCHES=1 -- "$WL/graph_replay" --nodes "$NODES" --replays 20
+    rc=$?
+    rocm_mm=$(awk -F. '{printf "%d%03d", $1, $2}' /opt/rocm/.info/version 2>/dev/null || echo 0)
+    if [[ $rc -eq 0 ]]; then
+        load b check "$OUT/hsa_graph_batches.truth" "$OUT/hsa_graph_batches.db" 1
+        verdict hsa.graph_opt_in "b_kernels == b_expected" "RTL_AGENT_HSA_BATCHES=1: $b_kernels kernels traced, expected $b_expected ($b_graph graph nodes)"
+    elif [[ -z "$HWLIB" && $rocm_mm -lt 7013 ]]; then
+        record hsa.graph_opt_in XFAIL "$(rc_note $rc): ROCm $rocm_version < 7.13 breaks signal injection in batches (why the default skips them)"
+    else
+        record hsa.graph_opt_in FAIL "$(rc_note $rc); see $OUT/hsa_graph_batches.err"
+    fi
 fi
 
 # 3. CLR mode (hipProfiler*Ext) where the library has it, a clean fallback where it does not.
-load a hasapi "${hip_lib:-libamdhip64.so}"
-traced clr_demo clr ${CLR_ENV[@]+"${CLR_ENV[@]}"} -- "$WL/demo"
-rc=$?
-if [[ $rc -ne 0 ]]; then
-    record clr FAIL "$(rc_note $rc); see $OUT/clr_demo.err"
-else
-    load c check "$OUT/clr_demo.truth" "$OUT/clr_demo.db" 0
-    if [[ ${CLR_ENV[*]-} == *ROCM_SIM_PROFILER=none* || $a_clr -eq 0 ]]; then
-        says=$(grep -ci 'hipProfiler\|no GPU source' "$OUT/clr_demo.err")
-        verdict clr.fallback "c_kernels == 0 && ${#c_calls_short} == 1 && says > 0" \
-            "no hipProfiler*Ext: exit 0, $c_traced_calls/$c_calls calls traced, 0 GPU ops, message shown ($says)"
+if want clr; then
+    load a hasapi "${hip_lib:-libamdhip64.so}"
+    traced clr_demo clr ${CLR_ENV[@]+"${CLR_ENV[@]}"} -- "$WL/demo"
+    rc=$?
+    if [[ $rc -ne 0 ]]; then
+        record clr FAIL "$(rc_note $rc); see $OUT/clr_demo.err"
     else
-        verdict clr.kernel_count "c_kernels == c_expected && c_linked == c_gpu_ops && c_drops == 0" \
-            "$c_kernels kernels (expected $c_expected); $c_linked of $c_gpu_ops ops linked; drops $c_drops"
+        load c check "$OUT/clr_demo.truth" "$OUT/clr_demo.db" 0
+        if [[ ${CLR_ENV[*]-} == *ROCM_SIM_PROFILER=none* || $a_clr != 1 ]]; then
+            says=$(grep -ci 'hipProfiler\|no GPU source' "$OUT/clr_demo.err")
+            verdict clr.fallback "c_kernels == 0 && ${#c_calls_short} == 1 && says > 0" \
+                "no hipProfiler*Ext: exit 0, $c_traced_calls/$c_calls calls traced, 0 GPU ops, message shown ($says)"
+        else
+            verdict clr.kernel_count "c_kernels == c_expected && c_linked == c_gpu_ops && c_drops == 0" \
+                "$c_kernels kernels (expected $c_expected); $c_linked of $c_gpu_ops ops linked; drops $c_drops"
+        fi
     fi
 fi
 
 # 4. Migration of an old trace file: a tiny RPD schema-v2 file read by `rtl-ebpf summary`.
-rm -f "$OUT/v2.rpd"
-sqlite3 "$OUT/v2.rpd" <<'SQL'
+if want migration; then
+    rm -f "$OUT/v2.rpd"
+    sqlite3 "$OUT/v2.rpd" <<'SQL'
 CREATE TABLE rocpd_metadata(id integer NOT NULL PRIMARY KEY AUTOINCREMENT, tag varchar(4096) NOT NULL, value varchar(4096) NOT NULL);
 CREATE TABLE rocpd_string(id integer NOT NULL PRIMARY KEY AUTOINCREMENT, string varchar(4096) NOT NULL);
 CREATE TABLE rocpd_api(id integer NOT NULL PRIMARY KEY AUTOINCREMENT, pid integer NOT NULL, tid integer NOT NULL, start integer NOT NULL, end integer NOT NULL, apiName_id integer NOT NULL REFERENCES rocpd_string(id), args_id integer NOT NULL REFERENCES rocpd_string(id));
@@ -332,36 +351,41 @@ INSERT INTO rocpd_api(id, pid, tid, start, end, apiName_id, args_id) VALUES (1, 
 INSERT INTO rocpd_op(id, gpuId, queueId, sequenceId, completionSignal, start, end, description_id, opType_id) VALUES (1, 0, 0, 1, '0x1234', 2500, 4500, 4, 3), (2, 0, 1, 2, '0x1238', 5000, 8000, 2, 7);
 INSERT INTO rocpd_api_ops(api_id, op_id) VALUES (1, 1), (2, 2);
 SQL
-"$RTL" summary "$OUT/v2.rpd" >"$OUT/v2.summary" 2>&1
-rc=$?
-n_hits=$(grep -c 'Cijk_Ailk_Bljk_SB\|hipLaunchKernel\|hipMemcpy' "$OUT/v2.summary")
-verdict migration "rc == 0 && n_hits >= 2" "rtl-ebpf summary of an RPD v2 file: $(rc_note $rc), $n_hits lines name its kernel/APIs ($OUT/v2.summary)"
+    "$RTL" summary "$OUT/v2.rpd" >"$OUT/v2.summary" 2>&1
+    rc=$?
+    n_hits=$(grep -c 'Cijk_Ailk_Bljk_SB\|hipLaunchKernel\|hipMemcpy' "$OUT/v2.summary")
+    verdict migration "rc == 0 && n_hits >= 2" "rtl-ebpf summary of an RPD v2 file: $(rc_note $rc), $n_hits lines name its kernel/APIs ($OUT/v2.summary)"
+fi
 
 # 5. hipGraphLaunch latency with and without rtl-ebpf (median of REPLAYS replays).
-untraced lat_base "$WL/graph_replay" --nodes "$NODES" --replays "$REPLAYS"
-rc0=$?
-traced lat_traced hsa -- "$WL/graph_replay" --nodes "$NODES" --replays "$REPLAYS"
-rc1=$?
-if [[ $rc0 -ne 0 || $rc1 -ne 0 ]]; then
-    record graph_latency FAIL "without: $(rc_note $rc0); with: $(rc_note $rc1)"
-else
-    load l0 latency "$OUT/lat_base.truth"
-    load l1 latency "$OUT/lat_traced.truth"
-    d=$(python3 -c "print(f'{$l1_median_us - $l0_median_us:.2f}')")
-    ok=$(python3 -c "print(int($l1_n == $REPLAYS and $l0_n == $REPLAYS and $l1_median_us - $l0_median_us <= $MAX_OVERHEAD_US))")
-    verdict graph_latency "ok == 1" \
-        "median hipGraphLaunch ($NODES nodes, $l0_n/$l1_n replays): ${l0_median_us} us without, ${l1_median_us} us with (--gpu hsa), +$d us (limit $MAX_OVERHEAD_US); p90 ${l0_p90_us} / ${l1_p90_us} us"
+if want latency; then
+    untraced lat_base "$WL/graph_replay" --nodes "$NODES" --replays "$REPLAYS"
+    rc0=$?
+    traced lat_traced hsa -- "$WL/graph_replay" --nodes "$NODES" --replays "$REPLAYS"
+    rc1=$?
+    if [[ $rc0 -ne 0 || $rc1 -ne 0 ]]; then
+        record graph_latency FAIL "without: $(rc_note $rc0); with: $(rc_note $rc1)"
+    else
+        load l0 latency "$OUT/lat_base.truth"
+        load l1 latency "$OUT/lat_traced.truth"
+        d=$(python3 -c "print(f'{$l1_median_us - $l0_median_us:+.2f}')" 2>/dev/null || echo '?')
+        ok=$(python3 -c "print(int($l1_n == $REPLAYS and $l0_n == $REPLAYS and $l1_median_us - $l0_median_us <= $MAX_OVERHEAD_US))" 2>/dev/null || echo 0)
+        verdict graph_latency "ok == 1" \
+            "median hipGraphLaunch ($NODES nodes, $l0_n/$l1_n replays): ${l0_median_us} us without, ${l1_median_us} us with (--gpu hsa), $d us (limit $MAX_OVERHEAD_US); p90 ${l0_p90_us} / ${l1_p90_us} us"
+    fi
 fi
 
 # 6. Multi-process: WORKERS processes (one GPU each), 4 threads, 2 streams each, HSA mode.
-traced multi hsa -- "$WL/serve_sim" --workers "$WORKERS" --threads 4 --requests 8 --graph-nodes 50 --graph-replays 2
-rc=$?
-if [[ $rc -ne 0 ]]; then
-    record multi_process FAIL "$(rc_note $rc); see $OUT/multi.err"
-else
-    load m check "$OUT/multi.truth" "$OUT/multi.db" 0
-    verdict multi_process "m_traced_pids == m_pids && m_pids == WORKERS && m_kernels == m_expected && ${#m_calls_short} == 1 && m_drops == 0 && m_skipped == m_graph_launches" \
-        "$m_traced_pids/$m_pids processes traced ($WORKERS workers); $m_kernels kernels (expected $m_expected); $m_traced_calls/$m_calls calls; drops $m_drops; graph batches skipped $m_skipped/$m_graph_launches"
+if want multi; then
+    traced multi hsa -- "$WL/serve_sim" --workers "$WORKERS" --threads 4 --requests 8 --graph-nodes 50 --graph-replays 2
+    rc=$?
+    if [[ $rc -ne 0 ]]; then
+        record multi_process FAIL "$(rc_note $rc); see $OUT/multi.err"
+    else
+        load m check "$OUT/multi.truth" "$OUT/multi.db" 0
+        verdict multi_process "m_traced_pids == m_pids && m_pids == WORKERS && m_kernels == m_expected && ${#m_calls_short} == 1 && m_drops == 0 && m_skipped == m_graph_launches" \
+            "$m_traced_pids/$m_pids processes traced ($WORKERS workers); $m_kernels kernels (expected $m_expected); $m_traced_calls/$m_calls calls; drops $m_drops; graph batches skipped $m_skipped/$m_graph_launches"
+    fi
 fi
 
 # ---------------------------------------------------------------------------------------------
