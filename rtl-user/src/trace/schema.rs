@@ -84,9 +84,12 @@ CREATE INDEX IF NOT EXISTS rocpd_api_ops_op_id ON rocpd_api_ops(op_id);
 /// Views RPD's tools use (`api`, `op`, `top`, `busy`, `kernel`, `copy`), defined over our tables.
 pub const VIEWS: &str = r#"
 CREATE VIEW IF NOT EXISTS api AS
-    SELECT rocpd_api.id, pid, tid, start, end, A.string AS apiName, B.string AS args, correlation_id
+    SELECT rocpd_api.id, pid, tid, start, end, A.string AS apiName, B.string AS args,
+           C.string AS category, D.string AS domain, correlation_id
     FROM rocpd_api INNER JOIN rocpd_string A ON A.id = rocpd_api.apiName_id
-                   INNER JOIN rocpd_ustring B ON B.id = rocpd_api.args_id;
+                   INNER JOIN rocpd_ustring B ON B.id = rocpd_api.args_id
+                   INNER JOIN rocpd_string C ON C.id = rocpd_api.category_id
+                   INNER JOIN rocpd_string D ON D.id = rocpd_api.domain_id;
 CREATE VIEW IF NOT EXISTS op AS
     SELECT rocpd_op.id, gpuId, queueId, sequenceId, start, end, A.string AS description,
            B.string AS opType, correlation_id
@@ -97,8 +100,8 @@ CREATE VIEW IF NOT EXISTS busy AS
     FROM (SELECT gpuId, sum(end - start) AS GpuTime FROM rocpd_op WHERE gpuId >= 0 GROUP BY gpuId) A
     INNER JOIN (SELECT max(end) - min(start) AS WallTime FROM rocpd_op WHERE gpuId >= 0);
 CREATE VIEW IF NOT EXISTS top AS
-    SELECT C.string AS Name, count(C.string) AS TotalCalls, sum(A.end - A.start) / 1000 AS TotalDuration,
-           (sum(A.end - A.start) / count(C.string)) / 1000 AS Ave,
+    SELECT C.string AS Name, count(C.string) AS TotalCalls, sum(A.end - A.start) / 1000 AS TotalDuration_us,
+           (sum(A.end - A.start) / count(C.string)) / 1000 AS Ave_us,
            sum(A.end - A.start) * 100.0 / (SELECT sum(end - start) FROM rocpd_op WHERE gpuId >= 0) AS Percentage
     FROM (SELECT opType_id AS name_id, start, end FROM rocpd_op
               WHERE gpuId >= 0 AND description_id IN (SELECT id FROM rocpd_string WHERE string = '')
@@ -106,7 +109,7 @@ CREATE VIEW IF NOT EXISTS top AS
           SELECT description_id, start, end FROM rocpd_op
               WHERE gpuId >= 0 AND description_id NOT IN (SELECT id FROM rocpd_string WHERE string = '')) A
     JOIN rocpd_string C ON C.id = A.name_id
-    GROUP BY Name ORDER BY TotalDuration DESC;
+    GROUP BY Name ORDER BY TotalDuration_us DESC;
 CREATE VIEW IF NOT EXISTS kernel AS
     SELECT B.id, B.pid, B.tid, B.start, B.end, A.stream, A.gridX, A.gridY, A.gridZ,
            A.workgroupX, A.workgroupY, A.workgroupZ, A.groupSegmentSize, C.string AS kernelName
