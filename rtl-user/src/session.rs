@@ -482,7 +482,9 @@ fn child_env(agent: Option<&std::path::Path>, gpu: &str) -> Vec<CString> {
             vars.push((k.to_string(), new));
         };
         set(&mut vars, "LD_PRELOAD", ':');
-        if gpu == "hsa" {
+        // `auto`: the agent prefers hipProfiler*Ext and falls back to HSA capture, which needs it
+        // loaded as an HSA tool too.
+        if gpu == "hsa" || gpu == "auto" {
             set(&mut vars, "HSA_TOOLS_LIB", ' ');
         }
         vars.retain(|(n, _)| n != "RTL_AGENT_GPU");

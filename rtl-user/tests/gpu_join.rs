@@ -172,7 +172,7 @@ fn stock_rocm_without_the_api_gives_a_cpu_trace_and_says_why() {
     let lib = sim_lib();
     let w = workload("demo");
     let out = std::process::Command::new(rtl())
-        .args(["run", "--quiet", "-o", db.to_str().unwrap(), "--", "env", "ROCM_SIM_PROFILER=none"])
+        .args(["run", "--gpu", "clr", "--quiet", "-o", db.to_str().unwrap(), "--", "env", "ROCM_SIM_PROFILER=none"])
         .arg(format!("LD_LIBRARY_PATH={}", lib.display()))
         .arg(&w)
         .env("LD_LIBRARY_PATH", &lib)
@@ -236,4 +236,24 @@ fn attach_without_the_agent_says_why_gpu_times_are_missing() {
     assert!(out.status.success(), "{err}");
     assert!(err.contains("no rtl-ebpf agent loaded"), "{err}");
     assert!(!traced_calls(&db).is_empty(), "CPU-side trace present");
+}
+
+#[test]
+fn auto_falls_back_to_hsa_capture_on_stock_rocm() {
+    require_root();
+    let d = tmpdir();
+    let (db, tr) = (d.path().join("t.db"), d.path().join("truth.jsonl"));
+    let lib = sim_lib();
+    let out = std::process::Command::new(rtl())
+        .args(["run", "--quiet", "-o", db.to_str().unwrap(), "--", "env", "ROCM_SIM_PROFILER=none"])
+        .arg(format!("ROCM_SIM_TRUTH={}", tr.display()))
+        .arg(format!("LD_LIBRARY_PATH={}", lib.display()))
+        .arg(workload("demo"))
+        .env("LD_LIBRARY_PATH", &lib)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let dispatches = truth(&tr).iter().filter(|v| v["type"] == "op" && v["op"] == "dispatch").count();
+    let kernels = trace_ops(&db).iter().filter(|o| o.op_type == "KernelExecution" && o.api.as_ref().is_some_and(|a| a.5 == 0)).count();
+    assert_eq!(kernels, dispatches, "every dispatch captured through HSA and linked");
 }
