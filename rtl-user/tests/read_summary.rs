@@ -138,7 +138,7 @@ fn summary_text_and_top() {
     for want in [
         "GPU kernels and ops by total time (top 1 of 3)",
         "vectorAdd(float*, float*, float*, int)",
-        "HIP APIs by total time (top 1 of 7)",
+        "APIs by total time (top 1 of 7)",
         "GPU 0",
         "queue 1",
         "  GPU time  command",
