@@ -267,7 +267,9 @@ fn task_event(kind: EventKind, pid_tgid: u64, child_tgid: u32) {
             (*ev).child_tgid = child_tgid;
             (*ev)._pad = 0;
         }
-        slot.submit(wakeup_flags());
+        // Rare events: wake the collector now, so it reads /proc/PID while the process lives.
+        const BPF_RB_FORCE_WAKEUP: u64 = 2;
+        slot.submit(BPF_RB_FORCE_WAKEUP);
     } else {
         bump(counter::RINGBUF_DROPS);
     }
