@@ -8,7 +8,6 @@
 use std::collections::HashSet;
 use std::ffi::CString;
 use std::io::{IsTerminal, Write};
-use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::sync::mpsc::{sync_channel, SyncSender};
 use std::thread::JoinHandle;
@@ -557,7 +556,6 @@ fn spawn_held(cmd: &[String], env: &[CString]) -> Result<HeldChild> {
     // SAFETY: closing our copy of the read end; wrapping the write end we own.
     unsafe { libc::close(fds[0]) };
     let go = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fds[1]) };
-    let _ = go.as_raw_fd();
     Ok(HeldChild { pid, go })
 }
 

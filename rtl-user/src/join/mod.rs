@@ -28,7 +28,6 @@ pub struct JoinStats {
     pub unclosed_calls: u64,
     pub agent_batches: u64,
     pub agent_bytes: u64,
-    pub agent_batches_rejected: u64,
     /// Ring-buffer records that failed to decode (unknown kind, wrong size).
     pub decode_errors: u64,
 }

@@ -148,9 +148,8 @@ pub fn mapped_by(pid: u32) -> Result<Vec<LibraryFile>> {
         if !seen.insert(path.to_string()) {
             continue;
         }
-        let open_path = if let Some(p) = path.strip_suffix(" (deleted)") {
+        let open_path = if path.ends_with(" (deleted)") {
             // The file is gone from the tree; the mapping still holds the inode.
-            let _ = p;
             PathBuf::from(format!("/proc/{pid}/map_files/{range}"))
         } else {
             PathBuf::from(format!("/proc/{pid}/root{path}"))
