@@ -181,6 +181,20 @@ mod serde_like {
     }
 }
 
+/// rtl-ebpf leaves probe removal to a background child; wait for it so the next round's
+/// baseline is not measured with (quiesced) probes still in place.
+fn wait_probes_removed() -> Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(180);
+    while Instant::now() < deadline {
+        let out = cmd("bpftool").args(["prog", "show"]).output()?;
+        if !out.lines().any(|l| l.contains("name api_enter") || l.contains("name api_exit")) {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    bail!("rtl-ebpf's probes were still loaded after 180 s")
+}
+
 fn probe_cost() -> Result<()> {
     if !cmd("bpftrace").arg("--version").ok() {
         bail!("bpftrace is needed for the count-only baseline (cargo xtask setup installs it)");
@@ -219,6 +233,7 @@ fn probe_cost() -> Result<()> {
             let (t, n, _) = prog_stats(before)?;
             prog_ours.push(t as f64 / n.max(1) as f64 * 2.0);
             stop(&mut c)?;
+            wait_probes_removed()?;
         }
         Ok(())
     })();
