@@ -296,7 +296,7 @@ fn collector() -> Result<()> {
     println!("  accounted: rows + drops/2 = {} of {calls} calls", rows + drops / 2);
     println!("  events/s handled {:.0} (2 events per call, over {wall:.1} s)", 2.0 * rows as f64 / wall);
     println!("  collector CPU {:.0} % of one core over its {wall_s:.1} s run, peak RSS {rss} kB", 100.0 * cpu_s / wall_s);
-    println!("  trace file {size} bytes: {:.1} bytes per API row (each with an rtl_api row: the return is a non-zero pointer)", size as f64 / rows.max(1) as f64);
+    println!("  trace file {size} bytes: {:.1} bytes per API row (each with an rtl_api row: an API outside the curated table records its raw arguments a0..a3)", size as f64 / rows.max(1) as f64);
     let _ = std::fs::remove_file(&db);
     Ok(())
 }

@@ -21,11 +21,15 @@ fn hi(v: u64) -> u32 {
     (v >> 32) as u32
 }
 
-pub fn decode(call: &Call, decode: Decode) -> Decoded {
+pub fn decode(call: &Call, name: &str, decode: Decode) -> Decoded {
     let a = &call.open.args;
     let arg = |i: u8| a[i as usize];
     let id = call.open.id;
-    let mut rtl = RtlApiRow { id, ret: call.ret.map(|r| r as u32 as i32 as i64), status: call.status, a: [None; 4] };
+    // The return is a hipError_t except for a few APIs returning a string or a count (and
+    // roctx, whose returns the marker pairing reads from the call itself).
+    let returns_error = !matches!(decode, Decode::Marker(_)) && !returns_non_error(name);
+    let ret = if returns_error { call.ret.map(|r| r as u32 as i32 as i64) } else { None };
+    let mut rtl = RtlApiRow { id, ret, status: call.status, a: [None; 4] };
     let mut kernel = None;
     let mut copy = None;
     let mut launch_func = None;
@@ -111,4 +115,9 @@ pub fn decode(call: &Call, decode: Decode) -> Decoded {
         rtl.a[0] = Some(v as i64);
     }
     Decoded { rtl, kernel, copy, launch_func }
+}
+
+/// APIs whose return value is not a hipError_t.
+fn returns_non_error(name: &str) -> bool {
+    matches!(name, "hipGetErrorString" | "hipGetErrorName" | "hipKernelNameRef" | "hipKernelNameRefByPtr" | "hipGetStreamDeviceId")
 }

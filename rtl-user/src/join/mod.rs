@@ -191,7 +191,7 @@ impl Joiner {
                 end: call.end,
                 name: name.clone(),
             }));
-            let d = args::decode(&call, decode);
+            let d = args::decode(&call, name, decode);
             match decode {
                 Decode::RegisterFunction => {
                     if let Some(text) = &call.open.text {

@@ -656,7 +656,7 @@ mod tests {
             text: None,
         };
         let call = Call { open, end: 2, ret: Some(0), out, status: CallStatus::Complete };
-        crate::join::args::decode(&call, s.decode)
+        crate::join::args::decode(&call, s.name, s.decode)
     }
 
     #[test]

@@ -100,7 +100,7 @@ impl TraceWriter {
         create_file(path, force)?;
         chown_to_invoker(path);
         let conn = Connection::open(path).with_context(|| format!("opening {}", path.display()))?;
-        conn.execute_batch("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;")
+        conn.execute_batch("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA cache_size=-65536;")
             .map_err(|e| anyhow!(Fatal::Output(format!("cannot write {}: {e}", path.display()))))?;
         for sql in [schema::TABLES, schema::INDEXES, schema::VIEWS, schema::SEED] {
             conn.execute_batch(sql).map_err(|e| anyhow!(Fatal::Output(format!("cannot write {}: {e}", path.display()))))?;
