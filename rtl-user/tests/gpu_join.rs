@@ -5,17 +5,12 @@
 mod common;
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use common::*;
 use rusqlite::Connection;
 use serde_json::Value;
 
-fn sim_lib() -> PathBuf {
-    let p = root().join("tests/rocm-sim/build/lib");
-    assert!(p.join("libamdhip64.so.5").exists(), "the simulator is not built: run `make -C tests/rocm-sim` (cargo xtask test does)");
-    p
-}
 
 /// One GPU op of the trace with the API call it is linked to.
 #[derive(Debug)]

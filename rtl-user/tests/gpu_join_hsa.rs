@@ -30,11 +30,6 @@ const TOL_NS: i64 = 1_000;
 /// A workload that needs longer than this lost a completion signal (it waits forever).
 const WORKLOAD_TIMEOUT_S: &str = "120";
 
-fn sim_lib() -> PathBuf {
-    let p = root().join("tests/rocm-sim/build/lib");
-    assert!(p.join("libamdhip64.so.5").exists(), "the simulator is not built: run `make -C tests/rocm-sim` (cargo xtask test does)");
-    p
-}
 
 #[derive(Debug)]
 struct TraceOp {

@@ -16,8 +16,7 @@ fn demo_on_the_simulator_reads_back_as_its_ground_truth() {
     require_root();
     let d = tmpdir();
     let (db, tr) = (d.path().join("golden.db"), d.path().join("truth.jsonl"));
-    let lib = root().join("tests/rocm-sim/build/lib");
-    assert!(lib.join("libamdhip64.so.5").exists(), "the simulator is not built: run `make -C tests/rocm-sim`");
+    let lib = sim_lib();
     let out = Command::new(rtl())
         .args(["run", "--quiet", "-o", db.to_str().unwrap(), "--", "env"])
         .arg(format!("ROCM_SIM_TRUTH={}", tr.display()))

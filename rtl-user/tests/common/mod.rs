@@ -27,6 +27,13 @@ pub fn workload(name: &str) -> PathBuf {
     p
 }
 
+/// The ROCm simulator's library directory (built by `make -C tests/rocm-sim`).
+pub fn sim_lib() -> PathBuf {
+    let p = root().join("tests/rocm-sim/build/lib");
+    assert!(p.join("libamdhip64.so.5").exists(), "the simulator is not built: run `make -C tests/rocm-sim` (cargo xtask test does)");
+    p
+}
+
 pub fn require_root() {
     // SAFETY: no preconditions.
     assert_eq!(unsafe { libc::geteuid() }, 0, "these tests load eBPF programs: run them as root (cargo xtask test)");
