@@ -133,6 +133,12 @@ pub struct TraceOpts {
     #[arg(long, default_value_t = 64, value_name = "MIB", value_parser = parse_buffer)]
     pub buffer_mb: u32,
 
+    /// Largest backlog, in MiB, of records read from the ring buffer but not yet written:
+    /// bursts faster than SQLite are kept (64 MiB in memory, the rest in an unlinked file next
+    /// to the trace) and written after; beyond this the kernel side drops and counts records.
+    #[arg(long, default_value_t = 4096, value_name = "MIB", value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
+    pub spool_mb: u64,
+
     /// No live status line.
     #[arg(short, long)]
     pub quiet: bool,

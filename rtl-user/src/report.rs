@@ -44,7 +44,7 @@ pub fn print_session_summary(o: &Outcome) -> Result<()> {
         procs,
         o.written.op_rows,
         o.drops,
-        if o.drops > 0 { " (ring buffer full: raise --buffer-mb)" } else { "" }
+        if o.drops > 0 { " (ring buffer full: raise --spool-mb or --buffer-mb; see docs/tracing.md)" } else { "" }
     );
     let _ = writeln!(w, "trace: {}", o.output.display());
     let _ = std::io::stderr().write_all(w.as_bytes());

@@ -1,9 +1,10 @@
 //! A tracing session: preflight checks, attach, the event loop, clean shutdown.
 //!
-//! Data flows one way: probes -> ring buffer -> [`decode`] -> [`Joiner`] -> writer thread.
-//! The writer runs on its own thread behind a bounded channel: if SQLite cannot keep up, the
-//! reader blocks, the ring buffer fills, and the kernel side counts drops (recorded in the
-//! trace); the traced application is never blocked.
+//! Data flows one way: probes -> ring buffer -> [`Spool`] (reader thread) -> [`decode`] ->
+//! [`Joiner`] (this thread) -> writer thread. The reader only copies records into an ordered
+//! backlog (memory, then an unlinked file), so a burst faster than SQLite is kept and written
+//! afterwards; only when the backlog reaches `--spool-mb` does the ring buffer fill and the
+//! kernel side count drops (recorded in the trace). The traced application is never blocked.
 
 use std::collections::HashSet;
 use std::ffi::CString;
@@ -14,11 +15,11 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context, Result};
-use tokio::io::unix::AsyncFd;
 use tokio::signal::unix::{signal, SignalKind};
 
 use crate::cli::TraceOpts;
 use crate::collect::decode::{decode, Event};
+use crate::collect::spool::{Chunk, Spool, SpoolOptions};
 use crate::error::Fatal;
 use crate::join::rows::Row;
 use crate::join::Joiner;
@@ -52,10 +53,10 @@ enum WriterMsg {
     Library { path: String, dev: u64, ino: u64, probes: usize, missing: Vec<String> },
 }
 
-/// How often the reader drains the ring buffer without being woken.
-const DRAIN_INTERVAL: Duration = Duration::from_millis(20);
+/// Backlog kept in memory before the spool file is used.
+const SPOOL_MEM_BYTES: u64 = 64 << 20;
 
-fn say(msg: impl AsRef<str>) {
+pub(crate) fn say(msg: impl AsRef<str>) {
     // Never eprintln!: it panics when stderr is gone (a closed pipe, a hung-up terminal), and
     // a message must not end a trace.
     let _ = writeln!(std::io::stderr(), "rtl-ebpf: {}", msg.as_ref());
@@ -197,15 +198,28 @@ pub fn run(mode: Mode, opts: &TraceOpts) -> Result<Outcome> {
         return Err(anyhow!(Fatal::NoProcess(format!("no {} library could be probed", runtime_name(opts.runtime)))));
     }
     writer.set_meta("attach_ms", &format!("{attach_ms:.1}"))?;
-    let ringbuf = probes.take_ringbuf()?;
+    // The reader thread starts at once: records of calls made while we attach wait in order.
+    let spool_dir = match opts.output.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let mut spool = Spool::start(
+        probes.take_ringbuf()?,
+        SpoolOptions { dir: spool_dir, mem_cap: SPOOL_MEM_BYTES.min(opts.spool_mb << 20), cap: opts.spool_mb << 20 },
+    )
+    .map_err(|e| anyhow!(Fatal::Output(format!("{e:#}"))))?;
+    // The decoder/joiner (this thread) and the writer yield to the reader and to the traced
+    // application: under a burst they fall behind and catch up from the backlog.
+    lower_priority();
 
     // The writer thread.
-    // Bounded: at most 16 batches of 8192 rows wait for SQLite; then the reader blocks and the
-    // kernel side counts drops, so the collector's memory stays bounded under any load.
+    // Bounded: at most 16 batches of 8192 rows wait for SQLite; then the joiner blocks and the
+    // backlog grows in the spool instead, so the collector's memory stays bounded.
     let (tx, rx) = sync_channel::<WriterMsg>(16);
     let writer_thread: JoinHandle<Result<WriterStats>> = std::thread::Builder::new()
         .name("rtl-writer".into())
         .spawn(move || {
+            lower_priority();
             for msg in rx {
                 match msg {
                     WriterMsg::Rows(rows) => writer.write(&rows)?,
@@ -239,8 +253,8 @@ pub fn run(mode: Mode, opts: &TraceOpts) -> Result<Outcome> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let mut joiner = Joiner::new(clock.realtime_minus_monotonic());
     joiner.sync_table(&probes.table);
-    let result = rt.block_on(event_loop(&mut probes, ringbuf, &mut joiner, &tx, &mode, opts, child));
-    let child_exit = match result {
+    let result = rt.block_on(event_loop(&mut probes, &mut spool, &mut joiner, &tx, &mode, opts, child));
+    let end = match result {
         Ok(c) => c,
         Err(e) => {
             drop(tx);
@@ -256,6 +270,14 @@ pub fn run(mode: Mode, opts: &TraceOpts) -> Result<Outcome> {
     // Shutdown: stop tracing at once, close what is open, record the counters, then detach.
     if let Err(e) = probes.quiesce() {
         say(format!("could not quiesce the probes: {e:#}"));
+    }
+    if let Err(e) = spool.join() {
+        say(format!("{e:#}"));
+    }
+    let sp = &spool.stats;
+    let discarded = sp.discarded.load(std::sync::atomic::Ordering::Relaxed);
+    if discarded > 0 {
+        say(format!("{discarded} records read from the ring buffer could not be kept (backlog full: raise --spool-mb); counted in spool_discarded_records"));
     }
     let mut rows = Vec::new();
     joiner.finish(&mut rows);
@@ -285,6 +307,13 @@ pub fn run(mode: Mode, opts: &TraceOpts) -> Result<Outcome> {
         ("fsbase_offset", fsbase_offset.to_string()),
         ("agent_batches_truncated", probes.counter(rtl_common::counter::AGENT_TRUNCATED).to_string()),
         ("trace_end_ns", clock::ClockPair::now().monotonic_ns.to_string()),
+        ("spool_records", sp.records.load(std::sync::atomic::Ordering::Relaxed).to_string()),
+        ("spool_peak_bytes", sp.peak_bytes.load(std::sync::atomic::Ordering::Relaxed).to_string()),
+        ("spool_file_bytes_total", sp.file_total.load(std::sync::atomic::Ordering::Relaxed).to_string()),
+        ("spool_full_pauses", sp.full_pauses.load(std::sync::atomic::Ordering::Relaxed).to_string()),
+        ("spool_discarded_records", discarded.to_string()),
+        ("spool_abandoned_bytes", end.abandoned_bytes.to_string()),
+        ("backlog_drain_s", format!("{:.3}", end.drain_s)),
         ("collector_wall_s", format!("{:.3}", t_session.elapsed().as_secs_f64())),
         ("collector_cpu_s", format!("{:.3}", self_cpu_seconds())),
         ("collector_peak_rss_kb", peak_rss_kb().to_string()),
@@ -298,7 +327,7 @@ pub fn run(mode: Mode, opts: &TraceOpts) -> Result<Outcome> {
         Ok(pid) => say(format!("probes quiesced; the kernel removes them in the background (pid {pid})")),
         Err(e) => say(format!("probes removed in the foreground: {e:#}")),
     }
-    Ok(Outcome { output: opts.output.clone(), written, drops, child_exit })
+    Ok(Outcome { output: opts.output.clone(), written, drops: drops + discarded, child_exit: end.child_exit })
 }
 
 fn attach_one(probes: &mut Probes, lib: &LibraryFile, msgs: &mut Vec<WriterMsg>) {
@@ -315,22 +344,18 @@ fn attach_one(probes: &mut Probes, lib: &LibraryFile, msgs: &mut Vec<WriterMsg>)
 
 async fn event_loop(
     probes: &mut Probes,
-    ringbuf: aya::maps::RingBuf<aya::maps::MapData>,
+    spool: &mut Spool,
     joiner: &mut Joiner,
     tx: &SyncSender<WriterMsg>,
     mode: &Mode,
     opts: &TraceOpts,
     child: Option<libc::pid_t>,
-) -> Result<Option<i32>> {
-    // SAFETY: the ring buffer owns its fd and outlives the AsyncFd, which owns the ring buffer.
-    let mut rb = unsafe { AsyncFd::register_with_interest(ringbuf, tokio::io::Interest::READABLE) }
-        .map_err(|e| anyhow!("polling the ring buffer: {e}"))?;
+) -> Result<LoopEnd> {
+    let mut end = LoopEnd::default();
     let mut sigint = signal(SignalKind::interrupt())?;
     let mut sigterm = signal(SignalKind::terminate())?;
     let mut sigchld = signal(SignalKind::child())?;
     let mut tick = tokio::time::interval(Duration::from_millis(500));
-    // Probes wake us only when the buffer is 1/16 full; this timer drains the rest promptly.
-    let mut drain_tick = tokio::time::interval(DRAIN_INTERVAL);
     let deadline = opts.duration.map(|d| Instant::now() + Duration::from_secs_f64(d));
     let status_line = !opts.quiet && std::io::stderr().is_terminal();
     let mut tracked: HashSet<u32> = match mode {
@@ -344,90 +369,132 @@ async fn event_loop(
     let mut last_status = (Instant::now(), 0u64);
     let mut child_exit = None;
     let mut last_rescan = Instant::now();
-    let stop_reason;
+    // Set once the session decided to stop: the probes are quiesced, the reader makes its last
+    // pass, and the loop goes on until the backlog is written.
+    let mut stopping: Option<&str> = None;
+    let mut stop_at = Instant::now();
     loop {
+        let mut stop_reason = None;
         tokio::select! {
-            guard = rb.readable_mut() => {
-                let mut guard = guard?;
-                drain(guard.get_inner_mut(), joiner, &mut rows, &mut tracked, mode, tx)?;
-                guard.clear_ready();
-            }
-            _ = drain_tick.tick() => {
-                drain(rb.get_mut(), joiner, &mut rows, &mut tracked, mode, tx)?;
+            chunk = spool.next() => {
+                let Some(chunk) = chunk else { break };
+                consume(spool, chunk, joiner, &mut rows, &mut tracked, mode, tx)?;
             }
             _ = sigint.recv() => {
+                if stopping.is_some() {
+                    let left = spool.stats.backlog();
+                    say(format!("interrupted again: abandoning the {} MiB not yet written (counted in spool_abandoned_bytes)", left >> 20));
+                    end.abandoned_bytes = left;
+                    break;
+                }
                 if child.is_some() && child_exit.is_none() {
                     // The command got the same Ctrl-C; stop when it exits.
                     say("interrupted: waiting for the command to exit (Ctrl-C again stops now)");
                     if tokio::time::timeout(Duration::from_secs(5), sigint.recv()).await.is_ok() {
-                        stop_reason = "interrupted";
-                        break;
+                        stop_reason = Some("interrupted");
                     }
-                    continue;
+                } else {
+                    stop_reason = Some("interrupted");
                 }
-                stop_reason = "interrupted";
-                break;
             }
-            _ = sigterm.recv() => {
+            _ = sigterm.recv(), if stopping.is_none() => {
                 if let Some(c) = child {
                     // SAFETY: signalling our own child.
                     unsafe { libc::kill(c, libc::SIGTERM) };
                 }
-                stop_reason = "terminated";
-                break;
+                stop_reason = Some("terminated");
             }
-            _ = sigchld.recv() => {
+            _ = sigchld.recv(), if stopping.is_none() => {
                 if let Some(c) = child {
                     if let Some(code) = reap(c) {
                         child_exit = Some(code);
-                        stop_reason = "command exited";
-                        break;
+                        stop_reason = Some("command exited");
                     }
                 }
             }
             _ = tick.tick() => {
-                if let Some(d) = deadline {
-                    if Instant::now() >= d { stop_reason = "duration reached"; break; }
-                }
-                if let Some(c) = child {
-                    if let Some(code) = reap(c) { child_exit = Some(code); stop_reason = "command exited"; break; }
-                }
-                if last_rescan.elapsed() >= Duration::from_secs(1) {
-                    last_rescan = Instant::now();
-                    rescan(probes, mode, &tracked, tx);
-                    joiner.sync_table(&probes.table);
+                if stopping.is_none() {
+                    if let Some(d) = deadline {
+                        if Instant::now() >= d { stop_reason = Some("duration reached"); }
+                    }
+                    if let Some(c) = child {
+                        if let Some(code) = reap(c) { child_exit = Some(code); stop_reason = Some("command exited"); }
+                    }
+                    if last_rescan.elapsed() >= Duration::from_secs(1) {
+                        last_rescan = Instant::now();
+                        rescan(probes, mode, &tracked, tx);
+                        joiner.sync_table(&probes.table);
+                    }
                 }
                 if status_line {
                     let now = Instant::now();
                     let dt = now.duration_since(last_status.0).as_secs_f64().max(1e-3);
                     let rate = (joiner.stats.events - last_status.1) as f64 / dt;
                     last_status = (now, joiner.stats.events);
-                    let _ = write!(std::io::stderr(), "\r\x1b[2K[rtl-ebpf] {:>9.0} events/s  {:>10} calls  {:>4} processes  {:>6} open  drops {}",
+                    let backlog = spool.stats.backlog();
+                    let backlog = if backlog >= 1 << 20 { format!("  backlog {} MiB", backlog >> 20) } else { String::new() };
+                    let what = if stopping.is_some() { "writing the backlog:" } else { "" };
+                    let _ = write!(std::io::stderr(), "\r\x1b[2K[rtl-ebpf] {what}{:>9.0} events/s  {:>10} calls  {:>4} processes  {:>6} open  drops {}{backlog}",
                         rate, joiner.stats.calls, joiner.processes(), joiner.open_calls(), probes.drops());
                     let _ = std::io::stderr().flush();
                 }
             }
         }
+        if let (Some(reason), None) = (stop_reason, stopping) {
+            // Stop producing at once, then let the reader take what the ring buffer still holds.
+            if let Err(e) = probes.quiesce() {
+                say(format!("could not quiesce the probes: {e:#}"));
+            }
+            spool.stop();
+            stopping = Some(reason);
+            stop_at = Instant::now();
+            let left = spool.stats.backlog();
+            if left >= 1 << 20 {
+                say(format!("stopping: {reason}; writing the backlog of {} MiB (Ctrl-C abandons it)", left >> 20));
+            }
+        }
     }
-    // Last drain: everything the probes produced before we stopped.
-    drain(rb.get_mut(), joiner, &mut rows, &mut tracked, mode, tx)?;
     if status_line {
         let _ = writeln!(std::io::stderr());
     }
-    say(format!("stopping: {stop_reason}"));
-    Ok(child_exit)
+    end.drain_s = stop_at.elapsed().as_secs_f64();
+    end.child_exit = child_exit;
+    say(format!("stopping: {}", stopping.unwrap_or("the ring-buffer reader ended")));
+    Ok(end)
 }
 
-fn drain(
-    rb: &mut aya::maps::RingBuf<aya::maps::MapData>,
+/// Lowers the calling thread's scheduling priority (nice 10; Linux nice is per thread).
+fn lower_priority() {
+    // SAFETY: plain syscalls on the calling thread.
+    unsafe {
+        let tid = libc::gettid();
+        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 10);
+    }
+}
+
+/// How the event loop ended.
+#[derive(Debug, Default)]
+struct LoopEnd {
+    /// For `run`: the command's exit code.
+    child_exit: Option<i32>,
+    /// Seconds from the decision to stop to the last record written (the backlog).
+    drain_s: f64,
+    /// Backlog bytes abandoned by a second Ctrl-C.
+    abandoned_bytes: u64,
+}
+
+/// Decodes and joins the records of one backlog chunk; hands full row batches to the writer.
+fn consume(
+    spool: &mut Spool,
+    chunk: Chunk,
     joiner: &mut Joiner,
     rows: &mut Vec<Row>,
     tracked: &mut HashSet<u32>,
     mode: &Mode,
     tx: &SyncSender<WriterMsg>,
 ) -> Result<()> {
-    while let Some(item) = rb.next() {
-        match decode(&item) {
+    spool.consume(chunk, |item| {
+        match decode(item) {
             Ok(ev) => {
                 if let (Event::Fork(h, c), Mode::Run(_)) = (&ev, mode) {
                     if tracked.contains(&((h.pid_tgid >> 32) as u32)) {
@@ -441,7 +508,8 @@ fn drain(
         if rows.len() >= 8192 {
             tx.send(WriterMsg::Rows(std::mem::take(rows))).map_err(|_| anyhow!("the trace writer stopped"))?;
         }
-    }
+        Ok(())
+    })?;
     joiner.retry_gpu();
     joiner.take_deferred(rows);
     for n in joiner.gpu.notices.drain(..) {

@@ -267,10 +267,13 @@ fn collector() -> Result<()> {
     std::fs::create_dir_all(db.parent().unwrap())?;
     // `run` traces only the workload's process tree, so every row is one of its calls.
     let t0 = Instant::now();
-    let out = Command::new(bin())
+    // The collector (reader, decoder, writer) gets one core, the workload the other.
+    let out = Command::new("taskset")
+        .args(["-c", TRACER_CPU])
+        .arg(bin())
         .args(["run", "--apis", "hipGetErrorString", "--gpu", "none", "--quiet", "--force", "-o"])
         .arg(&db)
-        .args(["--", hot_loop().to_str().unwrap(), "--api", "geterrorstring", "--seconds", "10"])
+        .args(["--", "taskset", "-c", WORKLOAD_CPU, hot_loop().to_str().unwrap(), "--api", "geterrorstring", "--seconds", "10"])
         .output()
         .context("running rtl-ebpf")?;
     let wall = t0.elapsed().as_secs_f64();
@@ -294,7 +297,12 @@ fn collector() -> Result<()> {
     println!("collector: one thread calling hipGetErrorString for 10 s under `rtl-ebpf run`");
     println!("  calls made {calls}, API rows written {rows}, ring-buffer drops {drops} (records; a call is 2)");
     println!("  accounted: rows + drops/2 = {} of {calls} calls", rows + drops / 2);
-    println!("  events/s handled {:.0} (2 events per call, over {wall:.1} s)", 2.0 * rows as f64 / wall);
+    let drain_s: f64 = meta(&db, "backlog_drain_s")?.parse().unwrap_or(f64::NAN);
+    let peak: f64 = meta(&db, "spool_peak_bytes")?.parse().unwrap_or(f64::NAN);
+    let spooled: f64 = meta(&db, "spool_file_bytes_total")?.parse().unwrap_or(f64::NAN);
+    println!("  workload: {:.0} calls/s; events/s taken from the ring buffer during the burst {:.0} (2 per call, no drops means all)", calls as f64 / 10.0, 2.0 * (rows + drops / 2) as f64 / 10.0);
+    println!("  events/s written {:.0} (2 per call, over the whole {wall:.1} s run); backlog written after the command exited in {drain_s:.1} s", 2.0 * rows as f64 / wall);
+    println!("  backlog peak {:.0} MiB ({:.0} MiB went through the spool file)", peak / 1048576.0, spooled / 1048576.0);
     println!("  collector CPU {:.0} % of one core over its {wall_s:.1} s run, peak RSS {rss} kB", 100.0 * cpu_s / wall_s);
     println!("  trace file {size} bytes: {:.1} bytes per API row (each with an rtl_api row: an API outside the curated table records its raw arguments a0..a3)", size as f64 / rows.max(1) as f64);
     let _ = std::fs::remove_file(&db);

@@ -1,2 +1,3 @@
 //! Reading what the probes produced.
 pub mod decode;
+pub mod spool;

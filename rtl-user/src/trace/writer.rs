@@ -29,7 +29,33 @@ pub struct TraceWriter {
     conn: Connection,
     path: PathBuf,
     strings: HashMap<String, i64>,
+    /// API names by the address of their shared `Arc<str>` (kept alive here) -> string id.
+    names: HashMap<usize, (std::sync::Arc<str>, i64)>,
     pub stats: WriterStats,
+}
+
+/// API calls per multi-row INSERT (7 values each; SQLite allows 32766 per statement).
+const MULTI_ROWS: usize = 64;
+const API_INSERT: &str = "INSERT INTO rocpd_api (id, pid, tid, start, end, apiName_id, correlation_id) VALUES ";
+const RTL_INSERT: &str = "INSERT INTO rtl_api (api_id, ret, status, a0, a1, a2, a3) VALUES ";
+
+/// `head` followed by `rows` groups of `cols` placeholders.
+fn multi_insert(head: &str, cols: usize, rows: usize) -> String {
+    let group = format!("({})", vec!["?"; cols].join(","));
+    format!("{head}{}", vec![group; rows].join(","))
+}
+
+/// Binds `rows` (all of the statement's groups) in order and runs the statement once.
+fn bind_rows<T: rusqlite::ToSql, const N: usize>(stmt: &mut rusqlite::Statement<'_>, rows: &[[T; N]]) -> rusqlite::Result<()> {
+    let mut i = 1;
+    for r in rows {
+        for v in r {
+            stmt.raw_bind_parameter(i, v)?;
+            i += 1;
+        }
+    }
+    stmt.raw_execute()?;
+    Ok(())
 }
 
 /// Creates a new file for the trace; refuses to replace an existing one unless `force`.
@@ -102,10 +128,10 @@ impl TraceWriter {
         let conn = Connection::open(path).with_context(|| format!("opening {}", path.display()))?;
         conn.execute_batch("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA cache_size=-65536;")
             .map_err(|e| anyhow!(Fatal::Output(format!("cannot write {}: {e}", path.display()))))?;
-        for sql in [schema::TABLES, schema::INDEXES, schema::VIEWS, schema::SEED] {
+        for sql in [schema::TABLES, schema::TRACING_INDEXES, schema::VIEWS, schema::SEED] {
             conn.execute_batch(sql).map_err(|e| anyhow!(Fatal::Output(format!("cannot write {}: {e}", path.display()))))?;
         }
-        let mut w = Self { conn, path: path.to_path_buf(), strings: HashMap::new(), stats: WriterStats::default() };
+        let mut w = Self { conn, path: path.to_path_buf(), strings: HashMap::new(), names: HashMap::new(), stats: WriterStats::default() };
         w.strings.insert(String::new(), 1);
         w.set_meta("schema_version", schema::RPD_SCHEMA_VERSION)?;
         w.set_meta("rtl_schema_version", &schema::RTL_SCHEMA_VERSION.to_string())?;
@@ -131,36 +157,60 @@ impl TraceWriter {
     }
 
     /// Writes one batch of rows in a single transaction.
+    ///
+    /// API calls are the bulk of every trace: their `rocpd_api` and `rtl_api` rows go in
+    /// multi-row INSERTs of [`MULTI_ROWS`] rows (one statement execution, one AUTOINCREMENT
+    /// bookkeeping step per group instead of per row); everything else row by row, in order.
     pub fn write(&mut self, rows: &[Row]) -> Result<()> {
         let path = self.path.clone();
         let io_error = move |e: rusqlite::Error| anyhow!(Fatal::Output(format!("writing {} failed: {e}", path.display())));
         let tx = self.conn.transaction().map_err(&io_error)?;
         let (mut apis, mut ops) = (0u64, 0u64);
         {
+            let strings = &mut self.strings;
+            let names = &mut self.names;
             let mut intern = |s: &str, tx: &rusqlite::Transaction| -> rusqlite::Result<i64> {
-                if let Some(&id) = self.strings.get(s) {
+                if let Some(&id) = strings.get(s) {
                     return Ok(id);
                 }
                 tx.prepare_cached("INSERT INTO rocpd_string (string) VALUES (?1)")?.execute(params![s])?;
                 let id = tx.last_insert_rowid();
-                self.strings.insert(s.to_string(), id);
+                strings.insert(s.to_string(), id);
                 Ok(id)
             };
+            let mut api_multi = tx.prepare(&multi_insert(API_INSERT, 7, MULTI_ROWS))?;
+            let mut api_one = tx.prepare(&multi_insert(API_INSERT, 7, 1))?;
+            let mut rtl_multi = tx.prepare(&multi_insert(RTL_INSERT, 7, MULTI_ROWS))?;
+            let mut rtl_one = tx.prepare(&multi_insert(RTL_INSERT, 7, 1))?;
+            let mut pending_api: Vec<[i64; 7]> = Vec::with_capacity(MULTI_ROWS);
+            let mut pending_rtl: Vec<[Option<i64>; 7]> = Vec::with_capacity(MULTI_ROWS);
             for row in rows {
                 match row {
                     Row::Api(r) => {
-                        let name = intern(&r.name, &tx)?;
-                        tx.prepare_cached(
-                            "INSERT INTO rocpd_api (id, pid, tid, start, end, apiName_id, correlation_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?1)",
-                        )?
-                        .execute(params![r.id, r.pid, r.tid, r.start as i64, r.end as i64, name])?;
+                        // The name is an `Arc<str>` shared by every call of one API: look it up
+                        // by address (the cache keeps the Arc alive, so an address is never reused).
+                        let key = std::sync::Arc::as_ptr(&r.name) as *const u8 as usize;
+                        let name = match names.get(&key) {
+                            Some((_, id)) => *id,
+                            None => {
+                                let id = intern(&r.name, &tx)?;
+                                names.insert(key, (r.name.clone(), id));
+                                id
+                            }
+                        };
+                        pending_api.push([r.id, r.pid as i64, r.tid as i64, r.start as i64, r.end as i64, name, r.id]);
+                        if pending_api.len() == MULTI_ROWS {
+                            bind_rows(&mut api_multi, &pending_api)?;
+                            pending_api.clear();
+                        }
                         apis += 1;
                     }
                     Row::RtlApi(r) => {
-                        tx.prepare_cached(
-                            "INSERT INTO rtl_api (api_id, ret, status, a0, a1, a2, a3) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                        )?
-                        .execute(params![r.id, r.ret, r.status as i64, r.a[0], r.a[1], r.a[2], r.a[3]])?;
+                        pending_rtl.push([Some(r.id), r.ret, Some(r.status as i64), r.a[0], r.a[1], r.a[2], r.a[3]]);
+                        if pending_rtl.len() == MULTI_ROWS {
+                            bind_rows(&mut rtl_multi, &pending_rtl)?;
+                            pending_rtl.clear();
+                        }
                     }
                     Row::Kernel(k) => {
                         let name = intern(&k.name, &tx)?;
@@ -214,6 +264,12 @@ impl TraceWriter {
                     }
                 }
             }
+            for r in pending_api.chunks(1) {
+                bind_rows(&mut api_one, r)?;
+            }
+            for r in pending_rtl.chunks(1) {
+                bind_rows(&mut rtl_one, r)?;
+            }
             Ok::<(), rusqlite::Error>(())
         }
         .map_err(&io_error)?;
@@ -237,6 +293,9 @@ impl TraceWriter {
 
     /// Checkpoints the WAL into the main file and leaves a single-file database.
     pub fn finish(self) -> Result<WriterStats> {
+        self.conn
+            .execute_batch(schema::INDEXES)
+            .map_err(|e| anyhow!(Fatal::Output(format!("indexing {}: {e}", self.path.display()))))?;
         self.conn
             .execute_batch("PRAGMA wal_checkpoint(TRUNCATE); PRAGMA journal_mode=DELETE;")
             .map_err(|e| anyhow!(Fatal::Output(format!("finishing {}: {e}", self.path.display()))))?;
