@@ -95,6 +95,7 @@ fn integrity_ok(db: &Path) {
     let orphans: i64 =
         conn.query_row("SELECT count(*) FROM rtl_api WHERE api_id NOT IN (SELECT id FROM rocpd_api)", [], |r| r.get(0)).unwrap();
     assert_eq!(orphans, 0, "rtl_api rows without their rocpd_api row");
+    common::assert_foreign_keys_hold(&conn);
 }
 
 fn count(db: &Path, sql: &str) -> i64 {

@@ -122,8 +122,18 @@ pub struct TracedCall {
     pub a: [Option<i64>; 4],
 }
 
+/// The trace's references all resolve (the writer runs with foreign-key enforcement off, for
+/// speed, and must keep them by construction): `PRAGMA foreign_key_check` finds nothing.
+pub fn assert_foreign_keys_hold(c: &Connection) {
+    let mut st = c.prepare("PRAGMA foreign_key_check").unwrap();
+    let bad: Vec<(String, i64, String)> =
+        st.query_map([], |r| Ok((r.get(0)?, r.get::<_, Option<i64>>(1)?.unwrap_or(-1), r.get(2)?))).unwrap().map(Result::unwrap).take(5).collect();
+    assert!(bad.is_empty(), "rows whose references do not resolve (table, rowid, parent): {bad:?}");
+}
+
 pub fn traced_calls(db: &Path) -> Vec<TracedCall> {
     let c = Connection::open(db).unwrap();
+    assert_foreign_keys_hold(&c);
     let mut st = c
         .prepare(
             "SELECT a.id, a.pid, a.tid, a.start, a.end, s.string, r.ret, coalesce(r.status, 0), r.a0, r.a1, r.a2, r.a3 \
