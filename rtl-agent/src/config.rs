@@ -8,6 +8,8 @@
 //! | `RTL_AGENT_HSA_BATCHES` | `1` | unset | HSA mode: also capture the dispatches of multi-packet batches (graph replay). Off by default: rewriting signals inside batches breaks ROCr before 7.13 (HSA error 0x1009); by default such batches are passed on untouched and counted. |
 //! | `RTL_AGENT_QUIET` | `1` | unset | No messages on stderr (status still goes to the collector in the Info record). |
 //! | `RTL_AGENT_DUMP` | a file path | unset | Debugging / tests: also append every published batch to this file (O_APPEND, batches concatenated; `rtl_common::agent::decode_prefix` splits them). |
+//! | `RTL_AGENT_CUPTI_LIB` | a file path | unset | `cupti`: the libcupti to load (else the one loaded, or next to libcudart/libcuda, or `libcupti.so.13`). |
+//! | `RTL_AGENT_CUPTI_DUMP` | a file path | unset | `cupti`: also append the raw activity records (`cupti::DumpFrame`s) to this file (tests, fixtures). |
 //!
 //! A malformed value is reported (unless quiet) and the default is used.
 
@@ -18,6 +20,8 @@ pub enum GpuMode {
     Auto,
     Clr,
     Hsa,
+    /// NVIDIA CUPTI activity records (`cupti`).
+    Cupti,
     None,
 }
 
@@ -29,6 +33,8 @@ pub struct Config {
     pub quiet: bool,
     pub hsa_batches: bool,
     pub dump: Option<OsString>,
+    pub cupti_lib: Option<String>,
+    pub cupti_dump: Option<OsString>,
 }
 
 pub const DEFAULT_DRAIN_MS: u64 = 100;
@@ -36,7 +42,7 @@ pub const DEFAULT_WAIT_MS: u64 = 30_000;
 
 impl Default for Config {
     fn default() -> Self {
-        Config { gpu: GpuMode::Auto, drain_ms: DEFAULT_DRAIN_MS, wait_ms: DEFAULT_WAIT_MS, quiet: false, hsa_batches: false, dump: None }
+        Config { gpu: GpuMode::Auto, drain_ms: DEFAULT_DRAIN_MS, wait_ms: DEFAULT_WAIT_MS, quiet: false, hsa_batches: false, dump: None, cupti_lib: None, cupti_dump: None }
     }
 }
 
@@ -61,9 +67,10 @@ impl Config {
                 "" | "auto" => GpuMode::Auto,
                 "clr" => GpuMode::Clr,
                 "hsa" => GpuMode::Hsa,
+                "cupti" => GpuMode::Cupti,
                 "none" | "off" => GpuMode::None,
                 _ => {
-                    w.push(format!("RTL_AGENT_GPU={v:?} is not auto|clr|hsa|none; using auto"));
+                    w.push(format!("RTL_AGENT_GPU={v:?} is not auto|clr|hsa|cupti|none; using auto"));
                     GpuMode::Auto
                 }
             };
@@ -81,6 +88,8 @@ impl Config {
             c.hsa_batches = !matches!(v.trim(), "" | "0");
         }
         c.dump = get("RTL_AGENT_DUMP").filter(|v| !v.is_empty());
+        c.cupti_lib = s("RTL_AGENT_CUPTI_LIB").filter(|v| !v.is_empty());
+        c.cupti_dump = get("RTL_AGENT_CUPTI_DUMP").filter(|v| !v.is_empty());
         (c, w)
     }
 
@@ -108,6 +117,7 @@ mod tests {
         assert_eq!(c.drain_ms, 5);
         assert!(c.quiet);
         assert_eq!(c.dump.as_deref(), Some(std::ffi::OsStr::new("/tmp/x")));
+        assert_eq!(parse(&[("RTL_AGENT_GPU", "cupti")]).0.gpu, GpuMode::Cupti);
         let (c, w) = parse(&[("RTL_AGENT_GPU", "cuda"), ("RTL_AGENT_DRAIN_MS", "0"), ("RTL_AGENT_WAIT_MS", "x"), ("RTL_AGENT_QUIET", "0")]);
         assert_eq!(w.len(), 3);
         assert_eq!(c, Config::default());

@@ -73,6 +73,7 @@ use rtl_common::agent as wire;
 pub mod clock;
 pub mod clr;
 pub mod config;
+pub mod cupti;
 pub mod hsa;
 pub mod publish;
 
@@ -152,6 +153,10 @@ fn config() -> &'static Config {
     CONFIG.get_or_init(|| Config::from_env().0)
 }
 
+pub(crate) fn config_ref() -> &'static Config {
+    config()
+}
+
 /// One line on stderr, unless RTL_AGENT_QUIET.
 pub(crate) fn say(msg: &str) {
     if config().quiet {
@@ -166,6 +171,7 @@ pub(crate) fn say(msg: &str) {
 pub(crate) enum Trigger {
     Ctor,
     HsaOnLoad,
+    CudaInjection,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -205,6 +211,9 @@ static SOURCE: AtomicU8 = AtomicU8::new(SRC_NONE);
 const SRC_NONE: u8 = 0;
 const SRC_CLR: u8 = 1;
 const SRC_HSA: u8 = 2;
+const SRC_CUPTI: u8 = 3;
+/// CUDA_INJECTION64_PATH names this library: CUPTI starts from InitializeInjection (inside cuInit).
+static CUDA_INJECTION_NAMED: AtomicBool = AtomicBool::new(false);
 
 /// RTL_AGENT_HSA_BATCHES: capture inside multi-packet batches too.
 pub(crate) fn hsa_batches() -> bool {
@@ -363,7 +372,26 @@ pub(crate) fn start(trigger: Trigger) {
         }
     });
     HSA_TOOL_NAMED.store(named, Relaxed);
+    let inj = std::env::var("CUDA_INJECTION64_PATH").unwrap_or_default();
+    let inj_named = !inj.is_empty() && (same_file(OsStr::new(&inj), OsStr::new(&own)) || inj == own_base);
+    CUDA_INJECTION_NAMED.store(inj_named, Relaxed);
     match cfg.gpu {
+        GpuMode::Cupti => {
+            INFO.source.store(wire::Source::Cupti as u8, Relaxed);
+            install_hooks();
+            if trigger == Trigger::CudaInjection {
+                activate_cupti();
+                return;
+            }
+            // Loaded through CUDA_INJECTION64_PATH: the driver calls InitializeInjection inside
+            // cuInit, in CUDA processes only. Preloaded only: the publisher thread waits for
+            // libcuda to be mapped (libcupti is never loaded into a process without CUDA).
+            let _ = PHASE.compare_exchange(STARTING, WAITING, AcqRel, Acquire);
+            if !inj_named {
+                spawn_publisher();
+            }
+            return;
+        }
         GpuMode::None => {
             INFO.status.store(wire::Status::Disabled as u8, Relaxed);
             PHASE.store(INACTIVE, Release);
@@ -455,6 +483,55 @@ fn activate(h: *mut c_void, name: &CStr) {
     publish::publish_meta(0);
 }
 
+/// Loads libcupti and enables its activity records (from InitializeInjection, or the publisher
+/// thread once libcuda is mapped). Idempotent; any failure leaves the process untouched.
+fn activate_cupti() {
+    if is_duplicate() || SHUTDOWN_STARTED.load(Acquire) {
+        return;
+    }
+    if SOURCE.compare_exchange(SRC_NONE, SRC_CUPTI, AcqRel, Acquire).is_err() {
+        return;
+    }
+    INFO.source.store(wire::Source::Cupti as u8, Relaxed);
+    publish::GPU_CLOCK.store(wire::ClockDomain::Monotonic as u8, Relaxed);
+    match cupti::start() {
+        Ok(path) => {
+            INFO.status.store(wire::Status::Active as u8, Relaxed);
+            PHASE.store(ACTIVE, Release);
+            if !ONCE_ATEXIT.swap(true, Relaxed) {
+                // SAFETY: a plain function pointer.
+                unsafe { libc::atexit(at_exit) };
+            }
+            if !THREAD_RUNNING.load(Acquire) {
+                spawn_publisher();
+            }
+            if std::env::var_os("RTL_AGENT_CUPTI_VERBOSE").is_some() {
+                say(&format!("CUPTI activity records on ({path}, version {})", cupti::VERSION.load(Relaxed)));
+            }
+        }
+        Err((why, rc)) => {
+            INFO.status.store(wire::Status::CuptiFailed as u8, Relaxed);
+            INFO.last_error.store(rc, Relaxed);
+            PHASE.store(INACTIVE, Release);
+            say(&format!("{why}; no GPU timestamps from this process (the CPU-side trace is complete)"));
+        }
+    }
+    publish::publish_meta(0);
+}
+
+/// The CUDA driver's injection entry (`CUDA_INJECTION64_PATH`): called once inside `cuInit`.
+/// Starts the CUPTI source unless RTL_AGENT_GPU picks another (or none).
+#[unsafe(no_mangle)]
+pub extern "C" fn InitializeInjection() -> c_int {
+    let _ = std::panic::catch_unwind(|| {
+        start(Trigger::CudaInjection);
+        if matches!(config().gpu, GpuMode::Cupti | GpuMode::Auto) {
+            activate_cupti();
+        }
+    });
+    1
+}
+
 // ---------------------------------------------------------------------------------------------
 // The publisher thread.
 
@@ -498,6 +575,14 @@ fn publisher_main() {
     }
     while STOP.load(Acquire) == 0 {
         match PHASE.load(Acquire) {
+            WAITING if cfg.gpu == GpuMode::Cupti => {
+                if cupti::cuda_loaded() {
+                    activate_cupti();
+                    continue;
+                }
+                futex_wait_stop(backoff);
+                backoff = (backoff * 2).min(250);
+            }
             WAITING => {
                 if let Some((h, name)) = clr::find_loaded_hip() {
                     activate(h, name);
@@ -514,7 +599,11 @@ fn publisher_main() {
                 backoff = (backoff * 2).min(250);
             }
             ACTIVE => {
-                clr::poll(false);
+                if SOURCE.load(Acquire) == SRC_CUPTI {
+                    cupti::poll();
+                } else {
+                    clr::poll(false);
+                }
                 publish::publish_queued(0);
                 publish::KICKED.store(false, Relaxed);
                 let now = clock::monotonic_ns();
@@ -579,7 +668,11 @@ fn stop_runtime_bounded() {
             if clr::FORK_RT.load(Relaxed) != 0 && clr::fork_child_switch_to_drain() {
                 INFO.mode.fetch_and(!wire::MODE_CALLBACK, Relaxed);
             }
-            clr::stop()
+            if SOURCE.load(Acquire) == SRC_CUPTI {
+                cupti::stop()
+            } else {
+                clr::stop()
+            }
         });
         DONE_FLAG.store(true, Release);
     });
@@ -593,6 +686,7 @@ fn stop_runtime_bounded() {
                 say(&format!("the HIP runtime did not finish hipProfilerDisableExt within {wait_ms} ms; exiting without its last records"));
             }
         }
+        Err(_) if !forked && SOURCE.load(Acquire) == SRC_CUPTI => cupti::stop(),
         Err(_) if !forked => clr::stop(),
         Err(_) => {}
     }

@@ -1,4 +1,4 @@
-//! The built library exports exactly the hand-off and HSA tool entry points (plus the `_exit`
+//! The built library exports exactly the hand-off, HSA tool and CUDA injection entry points (plus the `_exit`
 //! interposers), and `rtl_agent_publish` starts with `push %rbp`, which uprobes emulate without
 //! single-stepping (shared/reference/measured.md: ~0.8 us per hit vs ~15 us for a `lea`).
 mod common;
@@ -11,10 +11,10 @@ fn exports_and_first_instruction() {
     let t = sh(Command::new("objdump").arg("-T").arg(&so));
     let t = String::from_utf8_lossy(&t.stdout);
     let exported: Vec<&str> = t.lines().filter(|l| l.contains(" g ") && l.contains(".text")).filter_map(|l| l.split_whitespace().last()).collect();
-    for s in ["rtl_agent_publish", "OnLoad", "OnUnload", "_exit", "_Exit"] {
+    for s in ["rtl_agent_publish", "OnLoad", "OnUnload", "InitializeInjection", "_exit", "_Exit"] {
         assert!(exported.contains(&s), "{s} not exported: {exported:?}");
     }
-    assert_eq!(exported.len(), 5, "nothing else exported: {exported:?}");
+    assert_eq!(exported.len(), 6, "nothing else exported: {exported:?}");
     let d = sh(Command::new("objdump").args(["-d", "--no-show-raw-insn", "--disassemble=rtl_agent_publish"]).arg(&so));
     let d = String::from_utf8_lossy(&d.stdout);
     let body: Vec<&str> = d.lines().skip_while(|l| !l.contains("<rtl_agent_publish>:")).skip(1).take(4).map(|l| l.split(':').nth(1).unwrap_or("").trim()).collect();

@@ -29,7 +29,12 @@
 //! * `GpuOp::thread_id` is the profiler's full 64-bit hash of the submitting thread's
 //!   `std::thread::id` (`_Hash_bytes(&pthread_self, 8, 0xc70f6907)`; pthread_self = fs base), so
 //!   it matches `ApiEnter::fsbase` hashed the same way. `tid` is only set (`OP_TID_KNOWN`) by
-//!   sources that know it (HSA).
+//!   sources that know it (HSA, CUPTI).
+//! * CUPTI (`Source::Cupti`): `tid` is the OS tid of the thread that made the API call
+//!   (`OP_TID_KNOWN`, CUPTI's thread id type SYSTEM), `cpu_*`/`gpu_*` are CLOCK_MONOTONIC (the
+//!   agent registers CUPTI's timestamp callback), `record_index` is CUPTI's correlation id, and
+//!   the API named may be the runtime call (`cudaLaunchKernel_v7000`) around the driver call the
+//!   probes saw: the collector accepts a driver call of the same family nested inside it.
 //! * `cpu_start_ns`/`cpu_end_ns` are the API call as the profiler timed it, on `cpu_clock`
 //!   (CLR: CLOCK_REALTIME); they lie inside the eBPF [entry, exit] of the same call once converted
 //!   with a [`ClockSync`] (`monotonic = realtime - (realtime_ns - monotonic_ns)`); the API name is
@@ -116,6 +121,8 @@ pub enum Source {
     Clr = 1,
     /// HSA tools interface, signal capture.
     Hsa = 2,
+    /// NVIDIA CUPTI activity records (kernels, copies, memsets; the API call by correlation id).
+    Cupti = 3,
 }
 
 impl Source {
@@ -124,6 +131,7 @@ impl Source {
             0 => Self::None,
             1 => Self::Clr,
             2 => Self::Hsa,
+            3 => Self::Cupti,
             _ => return None,
         })
     }
@@ -327,6 +335,8 @@ pub enum Status {
     Duplicate = 6,
     /// Shut down.
     Stopped = 7,
+    /// CUPTI source: libcupti not found or its activity API refused (`last_error`: CUptiResult).
+    CuptiFailed = 8,
 }
 
 impl Status {
@@ -340,6 +350,7 @@ impl Status {
             5 => Self::Unsupported,
             6 => Self::Duplicate,
             7 => Self::Stopped,
+            8 => Self::CuptiFailed,
             _ => return None,
         })
     }

@@ -143,10 +143,11 @@ pub struct TraceOpts {
     #[arg(short, long)]
     pub quiet: bool,
 
-    /// GPU timestamps: `auto` (the agent uses hipProfiler*Ext when the runtime has it), `clr`,
-    /// `hsa`, or `none` (CPU side only, no agent). `run` loads the agent into the command;
-    /// for `attach`/`--all`, start the application with the agent (docs/tracing.md).
-    #[arg(long, default_value = "auto", value_parser = ["auto", "clr", "hsa", "none"])]
+    /// GPU timestamps: `auto` (HIP: the agent uses hipProfiler*Ext when the runtime has it;
+    /// CUDA: CUPTI), `clr`, `hsa`, `cupti` (CUDA activity records), or `none` (CPU side only, no
+    /// agent). `run` loads the agent into the command; for `attach`/`--all`, start the
+    /// application with the agent (docs/tracing.md).
+    #[arg(long, default_value = "auto", value_parser = ["auto", "clr", "hsa", "cupti", "none"])]
     pub gpu: String,
 
     /// The agent library `run` preloads (default: librtl_agent.so next to this binary).

@@ -164,8 +164,11 @@ pub fn run(mode: Mode, opts: &TraceOpts) -> Result<Outcome> {
     };
     // `run` preloads the agent into the command, and probes its hand-off function.
     let agent = match (&mode, opts.gpu.as_str()) {
-        // The agent's GPU sources are HIP's; CUDA is traced CPU side only.
-        _ if opts.runtime == Runtime::Cuda => None,
+        (_, "cupti") if opts.runtime != Runtime::Cuda => {
+            return Err(anyhow!("--gpu cupti needs --runtime cuda"));
+        }
+        // CUDA's GPU source is CUPTI (`auto` or `cupti`); clr/hsa are HIP's.
+        (Mode::Run(_), "clr" | "hsa") if opts.runtime == Runtime::Cuda => None,
         (Mode::Run(_), "none") | (Mode::Pids(_) | Mode::All, _) => None,
         (Mode::Run(_), _) => Some(find_agent(opts)?),
     };
@@ -239,7 +242,7 @@ pub fn run(mode: Mode, opts: &TraceOpts) -> Result<Outcome> {
     // `run`: start the command now that the probes are in place.
     let child = match &mode {
         Mode::Run(cmd) => {
-            let env = child_env(agent.as_deref(), &opts.gpu);
+            let env = child_env(agent.as_deref(), &opts.gpu, opts.runtime);
             let c = spawn_held(cmd, &env)?;
             let pid = c.pid;
             probes.trace_pid(pid as u32)?;
@@ -538,7 +541,7 @@ fn find_agent(opts: &TraceOpts) -> Result<PathBuf> {
 
 /// The command's environment: ours, with the agent appended to LD_PRELOAD (never replacing what
 /// the user set) and the GPU source chosen.
-fn child_env(agent: Option<&std::path::Path>, gpu: &str) -> Vec<CString> {
+fn child_env(agent: Option<&std::path::Path>, gpu: &str, runtime: Runtime) -> Vec<CString> {
     let mut vars: Vec<(String, String)> = std::env::vars().collect();
     if let Some(a) = agent {
         let a = a.display().to_string();
@@ -549,6 +552,18 @@ fn child_env(agent: Option<&std::path::Path>, gpu: &str) -> Vec<CString> {
             vars.push((k.to_string(), new));
         };
         set(&mut vars, "LD_PRELOAD", ':');
+        if runtime == Runtime::Cuda {
+            // CUDA: the driver calls the agent's InitializeInjection inside cuInit (CUDA processes
+            // only); LD_PRELOAD above gives it the exit-path flushes. One injection library only:
+            // a user's own is kept, and the agent then starts CUPTI once libcuda is mapped.
+            if !vars.iter().any(|(n, v)| n == "CUDA_INJECTION64_PATH" && !v.is_empty()) {
+                vars.retain(|(n, _)| n != "CUDA_INJECTION64_PATH");
+                vars.push(("CUDA_INJECTION64_PATH".into(), a.clone()));
+            }
+            vars.retain(|(n, _)| n != "RTL_AGENT_GPU");
+            vars.push(("RTL_AGENT_GPU".into(), "cupti".into()));
+            return vars.into_iter().filter_map(|(k, v)| CString::new(format!("{k}={v}")).ok()).collect();
+        }
         // `auto`: the agent prefers hipProfiler*Ext and falls back to HSA capture, which needs it
         // loaded as an HSA tool too.
         if gpu == "hsa" || gpu == "auto" {

@@ -1,6 +1,6 @@
 """Reads tests/gpu/run.sh's results (JSON lines from app.py, rtl-ebpf traces) and prints the
 tables: launch counts (rtl-ebpf vs torch.profiler, same run) and overhead (medians)."""
-import json, sqlite3, statistics, sys
+import json, re, sqlite3, statistics, sys
 from collections import defaultdict
 
 LAUNCH = ("cuLaunchKernel", "cuLaunchKernel_ptsz", "cuLaunchCooperativeKernel", "cuLaunchCooperativeKernel_ptsz",
@@ -43,6 +43,100 @@ def count(db, res):
                 kernels=len(launches) + graph_kernels, nodes=sorted(set(n for n in per if n is not None)))
 
 
+def cupti_ops(db, res):
+    """Kernel ops the CUPTI agent delivered for the app's measured region, with their link:
+    linked = the op's API row is an eBPF-recorded call (not one written from CUPTI's record)."""
+    c = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    q = """SELECT o.start, o.end, o.description, ao.api_id, r.status, a.apiName, a.pid
+           FROM op o LEFT JOIN rocpd_api_ops ao ON ao.op_id = o.id LEFT JOIN rtl_api r ON r.api_id = ao.api_id
+           LEFT JOIN api a ON a.id = ao.api_id
+           WHERE o.opType = 'KernelExecution' AND o.start >= ? AND o.start <= ?"""
+    out = []
+    for start, end, name, api, status, api_name, pid in c.execute(q, (res["t0"], res["t1"])):
+        linked = api is not None and status != 5 and pid == res["pid"]
+        out.append(dict(dur_us=(end - start) / 1e3, name=name, linked=linked, api=api_name))
+    meta = dict(c.execute("SELECT tag, value FROM rocpd_metadata"))
+    return out, meta
+
+
+def norm(n):
+    """One spelling for both demanglers: cpp_demangle writes `(unsigned long)2`, cxxabi `2ul`."""
+    n = re.sub(r"\(unsigned long\)(\d+)", r"\1ul", n)
+    n = re.sub(r"\(unsigned int\)(\d+)", r"\1u", n)
+    n = re.sub(r"\(long\)(\d+)", r"\1l", n)
+    return "".join(n.split())[:120]
+
+
+def cupti_table(outdir, say):
+    """--gpu cupti: kernel count vs torch.profiler, per-kernel GPU time in aggregate, links."""
+    path = f"{outdir}/cupti.jsonl"
+    try:
+        rs = load(path)
+    except OSError:
+        return True
+    refs = defaultdict(list)
+    for r in rs:
+        if r["how"] == "torch.profiler":
+            refs[r["mode"]].append(r)
+
+    def per_name(p):
+        out = defaultdict(float)
+        for k, v in p.get("profiler_per_name", {}).items():
+            out[norm(k)] += v[1]
+        return out
+    say("### CUPTI GPU source (`run --runtime cuda --gpu cupti`) vs torch.profiler")
+    say()
+    say("| workload | trace | app launched | torch.profiler kernels | rtl-ebpf kernel ops | equal | kernel GPU time rtl-ebpf / torch.profiler, us | ratio | torch.profiler run-to-run | names matched | linked to their launch call | launch APIs |")
+    say("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    ok = True
+    for r in rs:
+        if r["how"] == "torch.profiler":
+            continue
+        same_proc = r.get("profiler_kernels") is not None
+        ps = [r] if same_proc else refs.get(r["mode"], [])
+        p = ps[0] if ps else None
+        try:
+            ops, meta = cupti_ops(r["db"], r)
+        except Exception as e:
+            ok = False
+            say(f"| {r['mode']} {r['n']} | {r['how']} | no trace: {e} | | | NO | | | | | | |")
+            continue
+        n = len(ops)
+        pk = p["profiler_kernels"] if p else None
+        eq = pk is not None and all(q["profiler_kernels"] == n for q in ps) and (r.get("expect_kernels") in (None, n))
+        ours = defaultdict(float)
+        for o in ops:
+            ours[norm(o["name"])] += o["dur_us"]
+        # The reference: the mean over the torch.profiler runs, per kernel name.
+        theirs = defaultdict(float)
+        for q in ps:
+            for k, v in per_name(q).items():
+                theirs[k] += v / len(ps)
+        common = set(ours) & set(theirs)
+        a = sum(ours[k] for k in common)
+        b = sum(theirs[k] for k in common)
+        ratio = a / b if b else float("nan")
+        spread = "-"
+        if len(ps) == 2:
+            x, y = per_name(ps[0]), per_name(ps[1])
+            ks = set(x) & set(y)
+            if ks and sum(x[k] for k in ks):
+                spread = f"{sum(y[k] for k in ks) / sum(x[k] for k in ks):.4f}"
+        linked = sum(o["linked"] for o in ops)
+        apis = ",".join(sorted(set(str(o["api"]) for o in ops if o["linked"])))
+        same = r["how"] == "rtl-ebpf+cupti"
+        good = eq and abs(ratio - 1) <= 0.02 and linked == n and n > 0
+        if same:
+            ok &= good
+        say(f"| {r['mode']} {r['n']} | {r['how']} | {r.get('expect_kernels') or '-'} | {pk if pk is not None else '-'} | {n} | "
+            f"{'yes' if eq else 'NO'} | {a:.0f} / {b:.0f} | {ratio:.4f} | {spread} | {len(common)}/{len(set(ours) | set(theirs))} | "
+            f"{linked}/{n} | {apis} |")
+        say(f"|  | metadata | gpu_ops {meta.get('gpu_ops')}, linked {meta.get('gpu_ops_linked')}, ambiguous {meta.get('gpu_ops_ambiguous')}, "
+            f"unlinked {meta.get('gpu_ops_unlinked')} | | | | | | | | | |")
+    say()
+    return ok
+
+
 def load(path):
     out = []
     for line in open(path):
@@ -76,6 +170,7 @@ def main(outdir):
             f"{c['launches']} | {c['replays']} x {c['nodes'] or '-'} | {c['kernels']} | {c['named']}/{c['launches']} | "
             f"{'yes' if eq and exp_ok else 'NO'} |")
     say()
+    ok &= cupti_table(outdir, say)
     # Overhead: medians over interleaved repeated runs.
     ov = defaultdict(list)
     for r in load(f"{outdir}/overhead.jsonl"):
@@ -85,7 +180,7 @@ def main(outdir):
     say("| run | eager launch, us/kernel | graph replay (50 kernels), us/replay CPU | graph replay, us/replay GPU (events) | runs |")
     say("| --- | --- | --- | --- | --- |")
     base = {}
-    for how in ("none", "rtl-ebpf", "torch.profiler"):
+    for how in ("none", "rtl-ebpf", "rtl-ebpf + CUPTI agent", "torch.profiler"):
         e, g = ov.get(("eager", how), []), ov.get(("graph", how), [])
         med = lambda v, k: statistics.median(x[k] for x in v) if v else float("nan")
         cells = [med(e, "per_unit_us"), med(g, "per_unit_us"), med(g, "gpu_us_per_unit")]

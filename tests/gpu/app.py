@@ -3,6 +3,8 @@
   app.py eager N        N tiny add_ kernels (launch-bound), in BLOCKS timed blocks
   app.py graph R        a CUDA graph of K (default 50) add_ kernels, replayed R times
   app.py transformer I  I forward passes of a small transformer encoder (eval, no grad)
+  app.py mix I          I rounds of: 20 eager kernels, 3 replays of a 5-kernel graph, one copy
+                        each way, one cudaMemset (the CUPTI fixtures: every GPU op kind)
 
 Options: --profile (torch.profiler with CPU + CUDA activities around the measured region; its
 kernel count is reported), --wait FILE (initialise CUDA, then wait for FILE before the measured
@@ -14,12 +16,13 @@ import argparse, json, os, statistics, sys, threading, time
 import torch
 
 p = argparse.ArgumentParser()
-p.add_argument("mode", choices=["eager", "graph", "transformer"])
+p.add_argument("mode", choices=["eager", "graph", "transformer", "mix"])
 p.add_argument("n", type=int)
 p.add_argument("--blocks", type=int, default=5)
 p.add_argument("--kernels", type=int, default=50, help="kernels per graph")
 p.add_argument("--profile", action="store_true")
 p.add_argument("--wait")
+p.add_argument("--warm", type=float, default=0.0, help="seconds of large matmuls before the measured region (GPU clocks up)")
 p.add_argument("--out")
 p.add_argument("--meta", default="{}", help="JSON object merged into the result line")
 a = p.parse_args()
@@ -56,6 +59,32 @@ elif a.mode == "graph":
     unit, per_block = "replay", a.n // a.blocks
     expect = per_block * a.blocks * a.kernels
     res["graph_kernels"] = a.kernels
+elif a.mode == "mix":
+    import ctypes
+    cudart = ctypes.CDLL("libcudart.so.13")
+    g = torch.cuda.CUDAGraph()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        x.add_(1.0)
+    torch.cuda.current_stream().wait_stream(s)
+    with torch.cuda.graph(g):
+        for _ in range(5):
+            x.add_(1.0)
+    host = torch.ones(1024)
+    def work(k):
+        for _ in range(k):
+            for _ in range(20):
+                x.add_(1.0)
+            for _ in range(3):
+                g.replay()
+            x.copy_(host)
+            host.copy_(x)
+            rc = cudart.cudaMemset(ctypes.c_void_p(x.data_ptr()), 0, ctypes.c_size_t(4096))
+            assert rc == 0, f"cudaMemset: {rc}"
+    work(1)
+    unit, per_block = "round", a.n // a.blocks
+    expect = per_block * a.blocks * (20 + 15)
 else:
     torch.manual_seed(0)
     layer = torch.nn.TransformerEncoderLayer(d_model=256, nhead=8, dim_feedforward=1024, batch_first=True)
@@ -70,6 +99,13 @@ else:
     expect = None  # counted by the profiler and the tracer
 
 torch.cuda.synchronize()
+if a.warm > 0:
+    big = torch.randn(4096, 4096, device=dev)
+    tw = time.monotonic()
+    while time.monotonic() - tw < a.warm:
+        big @ big
+        torch.cuda.synchronize()
+    del big
 if a.wait:
     print(json.dumps({"ready": os.getpid()}), flush=True)
     while not os.path.exists(a.wait):
@@ -96,6 +132,7 @@ if prof is not None:
     prof.__exit__(None, None, None)
     kernels = memcpy = memset = 0
     kdur = 0.0
+    per_name = {}
     for e in prof.events():
         if e.device_type == torch.autograd.DeviceType.CUDA:
             n = e.name
@@ -105,8 +142,13 @@ if prof is not None:
                 memset += 1
             else:
                 kernels += 1
-                kdur += e.time_range.elapsed_us()
-    res.update(profiler_kernels=kernels, profiler_memcpy=memcpy, profiler_memset=memset, profiler_kernel_us=kdur)
+                d = e.time_range.elapsed_us()
+                kdur += d
+                c = per_name.setdefault(n, [0, 0.0])
+                c[0] += 1
+                c[1] += d
+    res.update(profiler_kernels=kernels, profiler_memcpy=memcpy, profiler_memset=memset, profiler_kernel_us=kdur,
+               profiler_per_name=per_name)
 res.update(t0=t0, t1=t1, unit=unit, per_unit_us=statistics.median(times), blocks_us=times,
            gpu_us_per_unit=ev0.elapsed_time(ev1) * 1e3 / (per_block * a.blocks), expect_kernels=expect)
 line = json.dumps(res)

@@ -12,6 +12,11 @@
 //! and (c) has the same API name. Only a unique match links; an ambiguous or missing one is
 //! never guessed: the operation is kept and counted, and the profiler's own record of the call
 //! becomes an API row marked "seen by the profiler only".
+//!
+//! CUPTI ops (`Source::Cupti`) name the call CUPTI recorded, which for a runtime-level launch is
+//! the runtime call (`cudaLaunchKernel_v7000`) around the driver call the probes saw: they link
+//! to a call of the same family (launch, graph launch, copy, memset) on the same OS thread whose
+//! interval contains CUPTI's, or lies inside it (the driver call nested in the runtime call).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -206,6 +211,8 @@ impl GpuJoiner {
             return give_up && self.write_unlinked(pid, op, cs, ce, next_id, out);
         };
         let api_name = p.strings.get(&op.api_name_id).cloned();
+        let cupti = op.source == agent::Source::Cupti as u8;
+        let fam = api_name.as_deref().and_then(cupti_family);
         let mut found: Option<&IndexedCall> = None;
         let mut ambiguous = false;
         let mut newest_end = 0u64;
@@ -214,7 +221,9 @@ impl GpuJoiner {
             if has_cpu && c.end + tol < cs {
                 break; // calls are in completion order; older ones cannot contain it
             }
-            if has_cpu && !(c.start <= cs + tol && ce <= c.end + tol) {
+            let contains = c.start <= cs + tol && ce <= c.end + tol;
+            let nested = cupti && cs <= c.start + tol && c.end <= ce + tol;
+            if has_cpu && !(contains || nested) {
                 continue;
             }
             if op.flags & agent::OP_TID_KNOWN != 0 && c.tid != op.tid {
@@ -228,7 +237,8 @@ impl GpuJoiner {
                 }
             }
             if let Some(n) = &api_name {
-                if n.as_ref() != c.name.as_ref() {
+                let same = n.as_ref() == c.name.as_ref();
+                if !same && !(cupti && fam.is_some() && fam == cupti_family(&c.name)) {
                     continue;
                 }
             }
@@ -321,6 +331,23 @@ impl GpuJoiner {
                 self.stats.graph_batches_skipped += c.graph_batches_skipped;
             }
         }
+    }
+}
+
+/// Families of CUDA calls that put work on a GPU queue, for CUPTI's runtime-level records:
+/// `cudaLaunchKernel_v7000` and `cuLaunchKernel_ptsz` are both launches.
+pub fn cupti_family(name: &str) -> Option<u8> {
+    let base = name.strip_prefix("cuda").or_else(|| name.strip_prefix("cu"))?;
+    if base.starts_with("GraphLaunch") {
+        Some(1)
+    } else if base.starts_with("Launch") {
+        Some(2)
+    } else if base.starts_with("Memcpy") {
+        Some(3)
+    } else if base.starts_with("Memset") {
+        Some(4)
+    } else {
+        None
     }
 }
 

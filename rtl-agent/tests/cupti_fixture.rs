@@ -1,0 +1,116 @@
+//! The CUPTI source on records captured on an H200 (CUDA 13.0, torch 2.11, `app.py mix 2`:
+//! per round 20 eager kernels, 3 replays of a 5-kernel CUDA graph, one copy each way, one
+//! cudaMemset): the raw activity records the agent dumped (RTL_AGENT_CUPTI_DUMP) decoded and
+//! correlated again must give exactly the ops the live agent published (RTL_AGENT_DUMP).
+
+use rtl_agent::cupti::{read_dump, replay};
+use rtl_agent::publish::Strings;
+use rtl_common::agent::{self as wire, decode_prefix, GpuOp, OpKind, Record};
+
+const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/cupti");
+
+fn app() -> (u32, u64, u64, usize) {
+    let s = std::fs::read_to_string(format!("{DIR}/app.json")).unwrap();
+    let num = |k: &str| -> u64 {
+        let i = s.find(&format!("\"{k}\": ")).unwrap_or_else(|| panic!("{k} in app.json")) + k.len() + 4;
+        s[i..].chars().take_while(|c| c.is_ascii_digit()).collect::<String>().parse().unwrap()
+    };
+    (num("pid") as u32, num("t0"), num("t1"), num("expect_kernels") as usize)
+}
+
+/// The GpuOps of the recorded batches. The agent that recorded them put CUPTI's version into
+/// `Info::profiler_api`, which the validating decoder rejects (fixed since: 0 for CUPTI); those
+/// batches carry Info/ClockSync/Counters only (`publish_meta`) and are skipped, counted.
+fn live_ops() -> Vec<GpuOp> {
+    let bytes = std::fs::read(format!("{DIR}/agent_batches.bin")).unwrap();
+    let mut off = 0;
+    let mut ops = Vec::new();
+    let mut meta_rejected = 0;
+    while off < bytes.len() {
+        match decode_prefix(&bytes[off..]) {
+            Ok((b, n)) => {
+                for r in b.records() {
+                    if let Record::GpuOp(o) = r {
+                        ops.push(o);
+                    }
+                }
+                off += n;
+            }
+            Err(wire::DecodeError::BadField { field: "profiler_api", .. }) => {
+                let total = u32::from_le_bytes(bytes[off + 8..off + 12].try_into().unwrap()) as usize;
+                let count = u32::from_le_bytes(bytes[off + 12..off + 16].try_into().unwrap());
+                assert_eq!(count, 3, "a meta batch: Info, ClockSync, Counters");
+                meta_rejected += 1;
+                off += total;
+            }
+            Err(e) => panic!("batch at {off}: {e:?}"),
+        }
+    }
+    assert!(meta_rejected > 0 && !ops.is_empty());
+    ops
+}
+
+fn key(o: &GpuOp) -> (u64, u64, u64, u64, u64, u32, u8, u8, u8, u64) {
+    (o.record_index, o.gpu_begin_ns, o.gpu_end_ns, o.cpu_start_ns, o.cpu_end_ns, o.tid, o.op, o.flags, o.copy_kind, o.bytes)
+}
+
+#[test]
+fn raw_records_decode_to_the_published_ops() {
+    let raw = std::fs::read(format!("{DIR}/cupti_raw.bin")).unwrap();
+    let frames = read_dump(&raw).expect("raw dump parses");
+    let strings = Strings::new(1 << 10, 1 << 20);
+    let (ops, stats) = replay(&frames, &strings);
+    assert_eq!(stats.short_records, 0, "every record has the CUDA 13.0 layout");
+    assert_eq!(stats.without_api, 0, "every GPU record found its API record");
+    assert_eq!(stats.linked as usize, ops.len());
+    let live = live_ops();
+    let (mut a, mut b): (Vec<_>, Vec<_>) = (ops.iter().map(key).collect(), live.iter().map(key).collect());
+    a.sort();
+    b.sort();
+    assert_eq!(a.len(), b.len(), "replayed vs published op count");
+    assert_eq!(a, b, "replayed ops equal the published ones field by field");
+}
+
+#[test]
+fn measured_region_has_every_op_kind_on_the_launching_thread() {
+    let (pid, t0, t1, expect) = app();
+    let strings = Strings::new(1 << 10, 1 << 20);
+    let (ops, _) = replay(&read_dump(&std::fs::read(format!("{DIR}/cupti_raw.bin")).unwrap()).unwrap(), &strings);
+    let inside: Vec<&GpuOp> = ops.iter().filter(|o| o.gpu_begin_ns >= t0 && o.gpu_begin_ns <= t1).collect();
+    let kernels: Vec<_> = inside.iter().filter(|o| o.op == OpKind::Dispatch as u8).collect();
+    assert_eq!(kernels.len(), expect, "kernels in the measured region");
+    let graph: Vec<_> = kernels.iter().filter(|o| o.flags & wire::OP_IS_GRAPH != 0).collect();
+    assert_eq!(graph.len(), 30, "2 rounds x 3 replays x 5 nodes");
+    let mut per_launch = std::collections::BTreeMap::new();
+    for o in &graph {
+        *per_launch.entry(o.record_index).or_insert(0) += 1;
+    }
+    assert_eq!(per_launch.len(), 6, "one correlation id per replay");
+    assert!(per_launch.values().all(|&n| n == 5), "{per_launch:?}");
+    let graph_api: Vec<_> = graph.iter().map(|o| strings.get(o.api_name_id).unwrap().2.to_vec()).collect();
+    // CUPTI links a kernel to the outermost API call it saw: graph replays to the runtime call
+    // (measured: cudaGraphLaunch_v10000), eager launches to cudaLaunchKernel_v7000 or, for
+    // launches made through the driver API directly, cuLaunchKernel.
+    assert!(graph_api.iter().all(|n| n.starts_with(b"cudaGraphLaunch") || n.starts_with(b"cuGraphLaunch")), "{:?}", String::from_utf8_lossy(&graph_api[0]));
+    let eager_api: Vec<_> = kernels.iter().filter(|o| o.flags & wire::OP_IS_GRAPH == 0).map(|o| strings.get(o.api_name_id).unwrap().2.to_vec()).collect();
+    assert!(eager_api.iter().all(|n| n.starts_with(b"cuLaunchKernel") || n.starts_with(b"cudaLaunchKernel")));
+    let copies: Vec<_> = inside.iter().filter(|o| o.op == OpKind::Copy as u8).collect();
+    assert_eq!(copies.iter().filter(|o| o.copy_kind == 1).count(), 2, "H2D");
+    assert_eq!(copies.iter().filter(|o| o.copy_kind == 4).count(), 2, "D2H");
+    assert!(copies.iter().all(|o| o.bytes == 4096));
+    let memsets: Vec<_> = inside.iter().filter(|o| o.op == OpKind::Memset as u8).collect();
+    assert_eq!(memsets.len(), 2);
+    assert!(memsets.iter().all(|o| o.bytes == 4096));
+    for o in &inside {
+        // CUPTI's thread id is the OS tid (thread id type SYSTEM): the app's main thread.
+        assert_eq!(o.tid, pid, "op {o:?}");
+        assert!(o.flags & wire::OP_TID_KNOWN != 0 && o.flags & wire::OP_HAS_CPU_TIMES != 0);
+        assert!(o.gpu_end_ns > o.gpu_begin_ns && o.cpu_end_ns >= o.cpu_start_ns);
+        // The GPU work starts after its call did (same clock: CLOCK_MONOTONIC via the callback).
+        assert!(o.gpu_begin_ns > o.cpu_start_ns, "op {o:?}");
+        assert_eq!(o.source, wire::Source::Cupti as u8);
+    }
+    let names: std::collections::BTreeSet<_> =
+        kernels.iter().map(|o| String::from_utf8_lossy(strings.get(o.kernel_name_id).unwrap().2).into_owned()).collect();
+    assert!(names.iter().all(|n| n.starts_with("_Z")), "mangled kernel names: {names:?}");
+}
