@@ -82,6 +82,13 @@ pub fn preflight() -> Result<()> {
 pub fn run(mode: Mode, opts: &TraceOpts) -> Result<Outcome> {
     preflight()?;
     let t_session = Instant::now();
+    // Signals are caught from here on: a Ctrl-C while attaching (which can take a while when
+    // another session's probes are being removed) stops the session cleanly, with a trace.
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let signals = {
+        let _in_rt = rt.enter();
+        Signals { int: signal(SignalKind::interrupt())?, term: signal(SignalKind::terminate())?, chld: signal(SignalKind::child())? }
+    };
     for lib in &opts.libs {
         crate::probe::loader::check_library_path(lib)?;
     }
@@ -253,10 +260,9 @@ pub fn run(mode: Mode, opts: &TraceOpts) -> Result<Outcome> {
         _ => None,
     };
 
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let mut joiner = Joiner::new(clock.realtime_minus_monotonic());
     joiner.sync_table(&probes.table);
-    let result = rt.block_on(event_loop(&mut probes, &mut spool, &mut joiner, &tx, &mode, opts, child));
+    let result = rt.block_on(event_loop(&mut probes, &mut spool, signals, &mut joiner, &tx, &mode, opts, child));
     let end = match result {
         Ok(c) => c,
         Err(e) => {
@@ -348,6 +354,7 @@ fn attach_one(probes: &mut Probes, lib: &LibraryFile, msgs: &mut Vec<WriterMsg>)
 async fn event_loop(
     probes: &mut Probes,
     spool: &mut Spool,
+    signals: Signals,
     joiner: &mut Joiner,
     tx: &SyncSender<WriterMsg>,
     mode: &Mode,
@@ -355,9 +362,7 @@ async fn event_loop(
     child: Option<libc::pid_t>,
 ) -> Result<LoopEnd> {
     let mut end = LoopEnd::default();
-    let mut sigint = signal(SignalKind::interrupt())?;
-    let mut sigterm = signal(SignalKind::terminate())?;
-    let mut sigchld = signal(SignalKind::child())?;
+    let Signals { int: mut sigint, term: mut sigterm, chld: mut sigchld } = signals;
     let mut tick = tokio::time::interval(Duration::from_millis(500));
     let deadline = opts.duration.map(|d| Instant::now() + Duration::from_secs_f64(d));
     let status_line = !opts.quiet && std::io::stderr().is_terminal();
@@ -473,6 +478,13 @@ fn lower_priority() {
         let tid = libc::gettid();
         libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 10);
     }
+}
+
+/// The signals that stop a session (and the command's exit), registered before attaching.
+struct Signals {
+    int: tokio::signal::unix::Signal,
+    term: tokio::signal::unix::Signal,
+    chld: tokio::signal::unix::Signal,
 }
 
 /// How the event loop ended.

@@ -31,6 +31,8 @@ pub struct TraceWriter {
     strings: HashMap<String, i64>,
     /// API names by the address of their shared `Arc<str>` (kept alive here) -> string id.
     names: HashMap<usize, (std::sync::Arc<str>, i64)>,
+    /// The API-row INSERTs: rocpd_api x MULTI_ROWS, x 1, rtl_api x MULTI_ROWS, x 1.
+    sql: [String; 4],
     pub stats: WriterStats,
 }
 
@@ -134,7 +136,12 @@ impl TraceWriter {
         for sql in [schema::TABLES, schema::TRACING_INDEXES, schema::VIEWS, schema::SEED] {
             conn.execute_batch(sql).map_err(|e| anyhow!(Fatal::Output(format!("cannot write {}: {e}", path.display()))))?;
         }
-        let mut w = Self { conn, path: path.to_path_buf(), strings: HashMap::new(), names: HashMap::new(), stats: WriterStats::default() };
+        let mut w = Self { conn, path: path.to_path_buf(), strings: HashMap::new(), names: HashMap::new(), sql: [
+            multi_insert(API_INSERT, 7, MULTI_ROWS),
+            multi_insert(API_INSERT, 7, 1),
+            multi_insert(RTL_INSERT, 7, MULTI_ROWS),
+            multi_insert(RTL_INSERT, 7, 1),
+        ], stats: WriterStats::default() };
         w.strings.insert(String::new(), 1);
         w.set_meta("schema_version", schema::RPD_SCHEMA_VERSION)?;
         w.set_meta("rtl_schema_version", &schema::RTL_SCHEMA_VERSION.to_string())?;
@@ -181,10 +188,11 @@ impl TraceWriter {
                 strings.insert(s.to_string(), id);
                 Ok(id)
             };
-            let mut api_multi = tx.prepare(&multi_insert(API_INSERT, 7, MULTI_ROWS))?;
-            let mut api_one = tx.prepare(&multi_insert(API_INSERT, 7, 1))?;
-            let mut rtl_multi = tx.prepare(&multi_insert(RTL_INSERT, 7, MULTI_ROWS))?;
-            let mut rtl_one = tx.prepare(&multi_insert(RTL_INSERT, 7, 1))?;
+            let sql = &self.sql;
+            let mut api_multi = tx.prepare_cached(&sql[0])?;
+            let mut api_one = tx.prepare_cached(&sql[1])?;
+            let mut rtl_multi = tx.prepare_cached(&sql[2])?;
+            let mut rtl_one = tx.prepare_cached(&sql[3])?;
             let mut pending_api: Vec<[i64; 7]> = Vec::with_capacity(MULTI_ROWS);
             let mut pending_rtl: Vec<[Option<i64>; 7]> = Vec::with_capacity(MULTI_ROWS);
             for row in rows {
