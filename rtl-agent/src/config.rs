@@ -10,6 +10,8 @@
 //! | `RTL_AGENT_DUMP` | a file path | unset | Debugging / tests: also append every published batch to this file (O_APPEND, batches concatenated; `rtl_common::agent::decode_prefix` splits them). |
 //! | `RTL_AGENT_CUPTI_LIB` | a file path | unset | `cupti`: the libcupti to load (else the one loaded, or next to libcudart/libcuda, or `libcupti.so.13`). |
 //! | `RTL_AGENT_CUPTI_DUMP` | a file path | unset | `cupti`: also append the raw activity records (`cupti::DumpFrame`s) to this file (tests, fixtures). |
+//! | `RTL_AGENT_CUPTI_API` | `launches`, `all` | `launches` | `cupti`: API records CUPTI keeps to link GPU work to its call: only the launch / graph-launch / memcpy / memset families (cheaper), or every driver and runtime call. |
+//! | `RTL_AGENT_CUPTI_CLOCK` | `cupti`, `monotonic` | `cupti` | `cupti`: CUPTI's own clock (found to be CLOCK_REALTIME or CLOCK_MONOTONIC at start; the collector converts), or CLOCK_MONOTONIC through CUPTI's timestamp callback (measured on the H200: makes every traced call markedly slower, same GPU durations). |
 //!
 //! A malformed value is reported (unless quiet) and the default is used.
 
@@ -35,6 +37,10 @@ pub struct Config {
     pub dump: Option<OsString>,
     pub cupti_lib: Option<String>,
     pub cupti_dump: Option<OsString>,
+    /// `RTL_AGENT_CUPTI_API=all`: every driver/runtime API record, not only the launch families.
+    pub cupti_api_all: bool,
+    /// `RTL_AGENT_CUPTI_CLOCK=monotonic`: CUPTI's timestamp callback returns CLOCK_MONOTONIC.
+    pub cupti_monotonic_clock: bool,
 }
 
 pub const DEFAULT_DRAIN_MS: u64 = 100;
@@ -42,7 +48,7 @@ pub const DEFAULT_WAIT_MS: u64 = 30_000;
 
 impl Default for Config {
     fn default() -> Self {
-        Config { gpu: GpuMode::Auto, drain_ms: DEFAULT_DRAIN_MS, wait_ms: DEFAULT_WAIT_MS, quiet: false, hsa_batches: false, dump: None, cupti_lib: None, cupti_dump: None }
+        Config { gpu: GpuMode::Auto, drain_ms: DEFAULT_DRAIN_MS, wait_ms: DEFAULT_WAIT_MS, quiet: false, hsa_batches: false, dump: None, cupti_lib: None, cupti_dump: None, cupti_api_all: false, cupti_monotonic_clock: false }
     }
 }
 
@@ -90,6 +96,20 @@ impl Config {
         c.dump = get("RTL_AGENT_DUMP").filter(|v| !v.is_empty());
         c.cupti_lib = s("RTL_AGENT_CUPTI_LIB").filter(|v| !v.is_empty());
         c.cupti_dump = get("RTL_AGENT_CUPTI_DUMP").filter(|v| !v.is_empty());
+        if let Some(v) = s("RTL_AGENT_CUPTI_API") {
+            match v.trim() {
+                "" | "launches" => {}
+                "all" => c.cupti_api_all = true,
+                _ => w.push(format!("RTL_AGENT_CUPTI_API={v:?} is not launches|all; using launches")),
+            }
+        }
+        if let Some(v) = s("RTL_AGENT_CUPTI_CLOCK") {
+            match v.trim() {
+                "" | "cupti" => {}
+                "monotonic" => c.cupti_monotonic_clock = true,
+                _ => w.push(format!("RTL_AGENT_CUPTI_CLOCK={v:?} is not cupti|monotonic; using cupti")),
+            }
+        }
         (c, w)
     }
 
@@ -106,6 +126,15 @@ mod tests {
     fn parse(kv: &[(&str, &str)]) -> (Config, Vec<String>) {
         let m: HashMap<String, OsString> = kv.iter().map(|(k, v)| (k.to_string(), OsString::from(v))).collect();
         Config::parse(|k| m.get(k).cloned())
+    }
+
+    #[test]
+    fn cupti_api_and_clock() {
+        let (c, w) = parse(&[("RTL_AGENT_CUPTI_API", "all"), ("RTL_AGENT_CUPTI_CLOCK", "monotonic")]);
+        assert!(w.is_empty() && c.cupti_api_all && c.cupti_monotonic_clock);
+        let (c, w) = parse(&[("RTL_AGENT_CUPTI_API", "some"), ("RTL_AGENT_CUPTI_CLOCK", "tsc")]);
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(!c.cupti_api_all && !c.cupti_monotonic_clock, "bad values keep the defaults");
     }
 
     #[test]

@@ -9,8 +9,13 @@
 //! (the pip wheel layout puts both in `nvidia/cu13/lib`; the toolkit in `targets/*/lib`), else
 //! `libcupti.so.13`, `libcupti.so` from the loader's path.
 //!
-//! Clock: `cuptiActivityRegisterTimestampCallback` returns CLOCK_MONOTONIC ns (the collector's
-//! clock, `bpf_ktime_get_ns`), so CPU and GPU times in the records need no conversion.
+//! Clock: CUPTI's own timestamps by default, whose domain is found at start by reading
+//! `cuptiGetTimestamp` between system clock reads (CLOCK_REALTIME on the H200; the collector
+//! converts with the process's clock offset). `RTL_AGENT_CUPTI_CLOCK=monotonic` registers
+//! `cuptiActivityRegisterTimestampCallback` returning CLOCK_MONOTONIC instead: same GPU
+//! durations, but every traced call was markedly slower with it (measured: docs/benchmarks.md).
+//! API records: by default only for the calls that put work on the GPU ([`is_gpu_work_api`],
+//! `cuptiActivityEnableDriverApi/RuntimeApi`); `RTL_AGENT_CUPTI_API=all` keeps every call's.
 //! Threads: `cuptiSetThreadIdType(SYSTEM)` makes API records carry the OS tid (`OP_TID_KNOWN`).
 //!
 //! Record layouts are the CUDA 13.0 headers' (`cupti_activity.h`, CUPTI_API_VERSION 130001):
@@ -25,7 +30,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::ffi::{c_char, c_int, c_void, CStr};
-use std::sync::atomic::{AtomicI32, AtomicU64, Ordering::*};
+use std::sync::atomic::{AtomicI32, AtomicU64, AtomicU8, Ordering::*};
 use std::sync::{Mutex, OnceLock};
 
 use rtl_common::agent::{self as wire, ClockDomain, GpuOp, OpKind};
@@ -224,8 +229,8 @@ pub fn wire_copy_kind(k: u8) -> u8 {
 pub fn gpu_op(a: &Activity, kernel_name_id: u32) -> Option<GpuOp> {
     let mut op = GpuOp {
         source: wire::Source::Cupti as u8,
-        cpu_clock: ClockDomain::Monotonic as u8,
-        gpu_clock: ClockDomain::Monotonic as u8,
+        cpu_clock: CLOCK.load(Relaxed),
+        gpu_clock: CLOCK.load(Relaxed),
         op_count: 1,
         ..Default::default()
     };
@@ -532,6 +537,21 @@ struct Api {
     set_thread_id_type: Option<unsafe extern "C" fn(u32) -> c_int>,
     get_callback_name: Option<unsafe extern "C" fn(u32, u32, *mut *const c_char) -> c_int>,
     get_version: Option<unsafe extern "C" fn(*mut u32) -> c_int>,
+    enable_driver_api: Option<unsafe extern "C" fn(u32, u8) -> c_int>,
+    enable_runtime_api: Option<unsafe extern "C" fn(u32, u8) -> c_int>,
+    get_timestamp: Option<unsafe extern "C" fn(*mut u64) -> c_int>,
+}
+
+/// Clock domain of every time in the records (a [`ClockDomain`]): CLOCK_MONOTONIC through the
+/// timestamp callback, or what CUPTI's own clock was found to be (`RTL_AGENT_CUPTI_CLOCK=cupti`).
+static CLOCK: AtomicU8 = AtomicU8::new(ClockDomain::Monotonic as u8);
+
+/// API records kept by default: the calls that put work on the GPU (CUPTI names them
+/// `cuLaunchKernel`, `cudaGraphLaunch_v10000`, `cuMemcpyHtoDAsync_v2`, `cudaMemsetAsync`...).
+pub fn is_gpu_work_api(name: &[u8]) -> bool {
+    const FAMILIES: [&[u8]; 8] =
+        [b"cuLaunch", b"cuGraphLaunch", b"cuMemcpy", b"cuMemset", b"cudaLaunch", b"cudaGraphLaunch", b"cudaMemcpy", b"cudaMemset"];
+    FAMILIES.iter().any(|f| name.starts_with(f))
 }
 
 struct Live {
@@ -767,6 +787,9 @@ fn load() -> Result<(Api, String), String> {
                     set_thread_id_type: sym(h, c"cuptiSetThreadIdType"),
                     get_callback_name: sym(h, c"cuptiGetCallbackName"),
                     get_version: sym(h, c"cuptiGetVersion"),
+                    enable_driver_api: sym(h, c"cuptiActivityEnableDriverApi"),
+                    enable_runtime_api: sym(h, c"cuptiActivityEnableRuntimeApi"),
+                    get_timestamp: sym(h, c"cuptiGetTimestamp"),
                 })
             })()
         };
@@ -804,19 +827,39 @@ pub fn start() -> Result<String, (String, i32)> {
     let check = |rc: c_int, what: &str| if rc == CUPTI_SUCCESS { Ok(()) } else { Err((format!("{what} failed (CUptiResult {rc})"), rc)) };
     // SAFETY: functions resolved from libcupti, called with their documented arguments.
     unsafe {
-        // Before any kind is enabled, so every record is on CLOCK_MONOTONIC.
-        match a.register_timestamp {
-            Some(f) => check(f(timestamp), "cuptiActivityRegisterTimestampCallback")?,
-            None => return Err(("this libcupti has no cuptiActivityRegisterTimestampCallback (CUDA 12.6+ needed)".into(), 0)),
+        if crate::config_ref().cupti_monotonic_clock {
+            // Before any kind is enabled, so every record is on CLOCK_MONOTONIC.
+            match a.register_timestamp {
+                Some(f) => check(f(timestamp), "cuptiActivityRegisterTimestampCallback")?,
+                None => return Err(("this libcupti has no cuptiActivityRegisterTimestampCallback (CUDA 12.6+ needed)".into(), 0)),
+            }
+        } else {
+            // CUPTI's own clock: cheaper (with a timestamp callback every traced call got
+            // markedly slower on the H200), and the collector converts a CLOCK_REALTIME domain.
+            let d = native_clock_domain(a);
+            if d == ClockDomain::Unknown {
+                return Err(("CUPTI's clock is neither CLOCK_REALTIME nor CLOCK_MONOTONIC here; set RTL_AGENT_CUPTI_CLOCK=monotonic".into(), 0));
+            }
+            CLOCK.store(d as u8, Relaxed);
         }
         match a.set_thread_id_type {
             Some(f) => check(f(THREAD_ID_TYPE_SYSTEM), "cuptiSetThreadIdType(SYSTEM)")?,
             None => return Err(("this libcupti has no cuptiSetThreadIdType".into(), 0)),
         }
         check((a.register_callbacks)(buffer_requested, buffer_completed), "cuptiActivityRegisterCallbacks")?;
+        let api_kinds: &[(u32, &str)] = if crate::config_ref().cupti_api_all {
+            &[(KIND_DRIVER, "DRIVER"), (KIND_RUNTIME, "RUNTIME")]
+        } else {
+            match enable_gpu_work_apis(a) {
+                Ok(n) if n > 0 => &[],
+                Ok(_) => return Err(("CUPTI names no launch/memcpy/memset API (cuptiGetCallbackName); set RTL_AGENT_CUPTI_API=all".into(), 0)),
+                Err(e) => return Err((format!("{e}; set RTL_AGENT_CUPTI_API=all"), 0)),
+            }
+        };
+        for &(k, what) in api_kinds {
+            check((a.enable)(k), &format!("cuptiActivityEnable({what})"))?;
+        }
         for (k, what) in [
-            (KIND_DRIVER, "DRIVER"),
-            (KIND_RUNTIME, "RUNTIME"),
             (KIND_CONCURRENT_KERNEL, "CONCURRENT_KERNEL"),
             (KIND_MEMCPY, "MEMCPY"),
             (KIND_MEMSET, "MEMSET"),
@@ -825,6 +868,65 @@ pub fn start() -> Result<String, (String, i32)> {
         }
     }
     Ok(path)
+}
+
+/// Enables API records for the driver and runtime calls that put work on the GPU only
+/// ([`is_gpu_work_api`]), found by name through `cuptiGetCallbackName` so no callback id of a
+/// particular CUDA version is hard-coded. Returns how many were enabled.
+///
+/// # Safety
+/// `a` holds functions resolved from libcupti.
+unsafe fn enable_gpu_work_apis(a: &Api) -> Result<usize, String> {
+    let (Some(name_of), Some(drv), Some(rt)) = (a.get_callback_name, a.enable_driver_api, a.enable_runtime_api) else {
+        return Err("this libcupti lacks cuptiGetCallbackName / cuptiActivityEnableDriverApi / cuptiActivityEnableRuntimeApi".into());
+    };
+    let mut n = 0;
+    for (domain, enable) in [(DOMAIN_DRIVER, drv), (DOMAIN_RUNTIME, rt)] {
+        // Callback ids are dense from 1 to the domain's size; stop after a long run of unknown ids.
+        let mut misses = 0;
+        for cbid in 1..8192u32 {
+            let mut p: *const c_char = std::ptr::null();
+            // SAFETY: out-pointer; CUPTI returns a static string.
+            if unsafe { name_of(domain, cbid, &mut p) } != CUPTI_SUCCESS || p.is_null() {
+                misses += 1;
+                if misses >= 256 {
+                    break;
+                }
+                continue;
+            }
+            misses = 0;
+            // SAFETY: NUL-terminated static string from CUPTI.
+            if is_gpu_work_api(unsafe { CStr::from_ptr(p) }.to_bytes()) {
+                // SAFETY: a valid callback id of this domain.
+                let rc = unsafe { enable(cbid, 1) };
+                if rc != CUPTI_SUCCESS {
+                    return Err(format!("cuptiActivityEnable{}Api({cbid}) failed (CUptiResult {rc})", if domain == DOMAIN_DRIVER { "Driver" } else { "Runtime" }));
+                }
+                n += 1;
+            }
+        }
+    }
+    Ok(n)
+}
+
+/// What CUPTI's own clock is, from one reading of it between two of each system clock.
+fn native_clock_domain(a: &Api) -> ClockDomain {
+    let Some(f) = a.get_timestamp else { return ClockDomain::Unknown };
+    let (r0, m0) = (crate::clock::now(libc::CLOCK_REALTIME), crate::clock::monotonic_ns());
+    let mut t = 0u64;
+    // SAFETY: out-pointer.
+    if unsafe { f(&mut t) } != CUPTI_SUCCESS {
+        return ClockDomain::Unknown;
+    }
+    let (r1, m1) = (crate::clock::now(libc::CLOCK_REALTIME), crate::clock::monotonic_ns());
+    let near = |lo: u64, hi: u64| t + 1_000_000 >= lo && t <= hi + 1_000_000;
+    if near(m0, m1) {
+        ClockDomain::Monotonic
+    } else if near(r0, r1) {
+        ClockDomain::Realtime
+    } else {
+        ClockDomain::Unknown
+    }
 }
 
 /// Publisher period: hand over the buffers whose records are all complete.
@@ -861,6 +963,17 @@ pub fn stop() {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn only_calls_that_put_work_on_the_gpu_keep_api_records() {
+        for n in ["cuLaunchKernel", "cuLaunchKernelEx", "cuGraphLaunch", "cuMemcpyHtoDAsync_v2", "cuMemsetD32Async",
+                  "cudaLaunchKernel_v7000", "cudaGraphLaunch_v10000", "cudaMemcpyAsync_v3020", "cudaMemsetAsync_ptsz_v7000"] {
+            assert!(is_gpu_work_api(n.as_bytes()), "{n}");
+        }
+        for n in ["cuCtxSynchronize", "cuStreamSynchronize", "cudaGetDevice_v3020", "cuMemAlloc_v2", "cudaStreamGetCaptureInfo", "cuGraphInstantiate"] {
+            assert!(!is_gpu_work_api(n.as_bytes()), "{n}");
+        }
+    }
+
     use super::*;
     use std::mem::offset_of;
 

@@ -41,6 +41,15 @@ for w in "eager 2000" "graph 100" "transformer 10"; do
   "$BIN" run --runtime cuda --gpu cupti --quiet -o "$db" -- "$PY" $APP $1 $2 --warm 1 --out "$OUT/cupti.jsonl" \
     --meta "{\"db\": \"$db\", \"how\": \"rtl-ebpf+cupti\"}" 2> "$W/cupti_$1.err" > /dev/null
   echo "rc=$?" >&2; grep -iE "error|cupti|agent|drop" "$W/cupti_$1.err" | cut -c1-300 | head -5 >&2
+  # VARIANTS="label:VAR=value,VAR=value label2:..." runs the same with other agent settings
+  # (diagnostics: RTL_AGENT_CUPTI_API=all, RTL_AGENT_CUPTI_CLOCK=cupti); rows labelled apart.
+  for v in ${VARIANTS:-}; do
+    label=${v%%:*}; envs=${v#*:}
+    vdb=$W/cupti_$1_$label.db
+    env ${envs//,/ } "$BIN" run --runtime cuda --gpu cupti --quiet -o "$vdb" -- "$PY" $APP $1 $2 --warm 1 --out "$OUT/cupti.jsonl" \
+      --meta "{\"db\": \"$vdb\", \"how\": \"rtl-ebpf+cupti $label\"}" 2> "$W/cupti_$1_$label.err" > /dev/null
+    echo "variant $label rc=$?" >&2; grep -iE "error|cupti|agent|drop" "$W/cupti_$1_$label.err" | cut -c1-300 | head -3 >&2
+  done
   "$PY" $APP $1 $2 --warm 1 --profile --out "$OUT/cupti.jsonl" --meta '{"how": "torch.profiler"}' > /dev/null
 done
 log "cupti + torch.profiler in one process"
