@@ -21,12 +21,20 @@ p.add_argument("n", type=int)
 p.add_argument("--blocks", type=int, default=5)
 p.add_argument("--kernels", type=int, default=50, help="kernels per graph")
 p.add_argument("--profile", action="store_true")
+p.add_argument("--profile-early", action="store_true",
+               help="start torch.profiler before CUDA is first used (as the agent's CUPTI starts): its "
+                    "per-name totals then include the warm-up kernels; compare mean durations")
 p.add_argument("--wait")
 p.add_argument("--warm", type=float, default=0.0, help="seconds of large matmuls before the measured region (GPU clocks up)")
 p.add_argument("--out")
 p.add_argument("--meta", default="{}", help="JSON object merged into the result line")
 a = p.parse_args()
 
+prof = None
+if a.profile_early:
+    from torch.profiler import profile, ProfilerActivity
+    prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
+    prof.__enter__()
 dev = torch.device("cuda")
 x = torch.zeros(1024, device=dev)
 torch.cuda.synchronize()
@@ -111,8 +119,7 @@ if a.wait:
     while not os.path.exists(a.wait):
         time.sleep(0.01)
 
-prof = None
-if a.profile:
+if a.profile and prof is None:
     from torch.profiler import profile, ProfilerActivity
     prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
     prof.__enter__()

@@ -35,7 +35,8 @@ m = dict(c.execute("SELECT tag, value FROM rocpd_metadata"))
 q = lambda s: c.execute(s).fetchone()[0]
 complete = q("SELECT count(*) FROM rocpd_api a LEFT JOIN rtl_api r ON r.api_id = a.id WHERE coalesce(r.status, 0) = 0")
 forced = q("SELECT count(*) FROM rtl_api WHERE status BETWEEN 1 AND 4")
-orph, drops = int(m["returns_without_entry"]), int(m["ringbuf_drops"])
+# Records lost: dropped by the probes (ring buffer full) or read but not kept (backlog full at the end).
+orph, drops = int(m["returns_without_entry"]), int(m["ringbuf_drops"]) + int(m.get("spool_discarded_records", 0))
 ent, ext = int(m["probe_entries"]), int(m["probe_exits"])
 lost_e, lost_x = ent - (complete + forced), ext - (complete + orph)
 written = [l for l in open(d + "/rtl.err") if "API calls from" in l]
@@ -47,6 +48,7 @@ print(f"rows complete / closed by force {complete} / {forced}   orphan returns {
 print(f"records dropped                 {drops}  per CPU [{m['ringbuf_drops_per_cpu']}]")
 print(f"lost entries + lost returns     {lost_e} + {lost_x}  (task records among the drops: {slack})")
 print(f"events lost unaccounted         {0 if ok else 'MISMATCH'}")
+print(f"backlog peak / written after    {int(m.get('spool_peak_bytes', 0)) >> 20} MiB / {m.get('backlog_drain_s', '?')} s")
 print(f"collector peak RSS              {m['collector_peak_rss_kb']} kB")
 print(f"collector CPU / wall            {m['collector_cpu_s']} s / {m['collector_wall_s']} s")
 print(f"integrity_check                 {q('PRAGMA integrity_check')}")
