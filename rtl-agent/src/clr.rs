@@ -61,7 +61,13 @@ pub const HIP_LIBS: [&CStr; 5] =
     [c"libamdhip64.so", c"libamdhip64.so.7", c"libamdhip64.so.6", c"libamdhip64.so.5", c"libamdhip64.so.8"];
 
 /// The handle of an already-loaded libamdhip64 and the name it was found under.
+///
+/// Polled until the runtime appears: the loader's list is checked first ([`crate::loaded`]), so a
+/// process without it costs no file access; `dlopen(RTLD_NOLOAD)` only then takes the handle.
 pub fn find_loaded_hip() -> Option<(*mut c_void, &'static CStr)> {
+    if crate::loaded::objects(&["libamdhip64.so"]).is_empty() {
+        return None;
+    }
     for name in HIP_LIBS {
         // SAFETY: RTLD_NOLOAD only returns an already-loaded object (taking a reference).
         let h = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_NOLOAD | libc::RTLD_LAZY) };

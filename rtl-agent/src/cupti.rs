@@ -698,34 +698,10 @@ fn write_all(fd: c_int, mut rest: &[u8]) {
     }
 }
 
-/// Loaded objects whose file name starts with one of `prefixes` (dl_iterate_phdr).
-fn loaded_objects(prefixes: &[&str]) -> Vec<String> {
-    struct Ctx<'a> {
-        prefixes: &'a [&'a str],
-        out: Vec<String>,
-    }
-    unsafe extern "C" fn cb(info: *mut libc::dl_phdr_info, _size: usize, data: *mut c_void) -> c_int {
-        // SAFETY: the loader passes a valid info; data is our Ctx.
-        let (info, ctx) = unsafe { (&*info, &mut *(data as *mut Ctx)) };
-        if info.dlpi_name.is_null() {
-            return 0;
-        }
-        let path = unsafe { CStr::from_ptr(info.dlpi_name) }.to_string_lossy().into_owned();
-        let base = path.rsplit('/').next().unwrap_or("");
-        if ctx.prefixes.iter().any(|p| base.starts_with(p)) {
-            ctx.out.push(path);
-        }
-        0
-    }
-    let mut ctx = Ctx { prefixes, out: Vec::new() };
-    // SAFETY: the callback only reads the loader's data.
-    unsafe { libc::dl_iterate_phdr(Some(cb), &mut ctx as *mut Ctx as *mut c_void) };
-    ctx.out
-}
 
 /// True when this process maps libcuda (never loads it).
 pub fn cuda_loaded() -> bool {
-    !loaded_objects(&["libcuda.so"]).is_empty()
+    !crate::loaded::objects(&["libcuda.so"]).is_empty()
 }
 
 /// Candidate libcupti paths, in order (see the module doc).
@@ -760,7 +736,7 @@ unsafe fn sym<T: Copy>(h: *mut c_void, name: &CStr) -> Option<T> {
 
 fn load() -> Result<(Api, String), String> {
     let env = crate::config_ref().cupti_lib.clone();
-    let cands = candidates(env.as_deref(), &loaded_objects(&["libcupti.so"]), &loaded_objects(&["libcudart.so", "libcuda.so"]));
+    let cands = candidates(env.as_deref(), &crate::loaded::objects(&["libcupti.so"]), &crate::loaded::objects(&["libcudart.so", "libcuda.so"]));
     let mut tried = Vec::new();
     for c in &cands {
         let Ok(cs) = std::ffi::CString::new(c.as_str()) else { continue };

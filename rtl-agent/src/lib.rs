@@ -75,6 +75,7 @@ pub mod clr;
 pub mod config;
 pub mod cupti;
 pub mod hsa;
+pub mod loaded;
 pub mod publish;
 
 use config::{Config, GpuMode};
