@@ -4,8 +4,10 @@
 #    (RTL_AGENT_CUPTI_DUMP) and wire batches (RTL_AGENT_DUMP), the trace's calls and op links
 #    (extract_calls.py) -> $OUT/fixtures/;
 # 2. eager 2000, graph 100 (50-kernel graph), transformer 10: torch.profiler alone (the
-#    reference), then `run --runtime cuda --gpu cupti`, each writing a line to cupti.jsonl;
-#    analyze.py compares kernel counts, per-kernel GPU time (by name, in aggregate) and links;
+#    reference), then `run --runtime cuda --gpu cupti`, then torch.profiler started before CUDA
+#    init (the duration reference under the agent's CUPTI conditions), each writing a line to
+#    cupti.jsonl; analyze.py compares kernel counts, per-kernel GPU time (by name, in aggregate)
+#    and links;
 # 3. one run with torch.profiler on inside the traced process (two CUPTI clients).
 set -u
 cd "$(dirname "$0")/../.."
@@ -51,6 +53,9 @@ for w in "eager 2000" "graph 100" "transformer 10"; do
     echo "variant $label rc=$?" >&2; grep -iE "error|cupti|agent|drop" "$W/cupti_$1_$label.err" | cut -c1-300 | head -3 >&2
   done
   "$PY" $APP $1 $2 --warm 1 --profile --out "$OUT/cupti.jsonl" --meta '{"how": "torch.profiler"}' > /dev/null
+  # The duration reference under the agent's CUPTI conditions: torch.profiler on from before
+  # CUDA init (CUPTI times ~1 us kernels ~50 ns longer then; analyze.py compares mean per kernel).
+  "$PY" $APP $1 $2 --warm 1 --profile-early --out "$OUT/cupti.jsonl" --meta '{"how": "torch.profiler early"}' > /dev/null
 done
 log "cupti + torch.profiler in one process"
 db=$W/cupti_same.db
