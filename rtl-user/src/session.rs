@@ -10,12 +10,12 @@ use std::collections::HashSet;
 use std::ffi::CString;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
-use std::sync::mpsc::{sync_channel, SyncSender};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context, Result};
 use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::mpsc::{channel, Sender};
 
 use crate::cli::TraceOpts;
 use crate::collect::decode::{decode, Event};
@@ -225,12 +225,12 @@ pub fn run(mode: Mode, opts: &TraceOpts) -> Result<Outcome> {
     // The writer thread.
     // Bounded: at most 16 batches of 8192 rows wait for SQLite; then the joiner blocks and the
     // backlog grows in the spool instead, so the collector's memory stays bounded.
-    let (tx, rx) = sync_channel::<WriterMsg>(16);
+    let (tx, mut rx) = channel::<WriterMsg>(16);
     let writer_thread: JoinHandle<Result<WriterStats>> = std::thread::Builder::new()
         .name("rtl-writer".into())
         .spawn(move || {
             lower_priority();
-            for msg in rx {
+            while let Some(msg) = rx.blocking_recv() {
                 match msg {
                     WriterMsg::Rows(rows) => writer.write(&rows)?,
                     WriterMsg::Meta(t, v) => writer.set_meta(&t, &v)?,
@@ -243,7 +243,7 @@ pub fn run(mode: Mode, opts: &TraceOpts) -> Result<Outcome> {
         })
         .context("starting the writer thread")?;
     for m in pending_libs.drain(..) {
-        let _ = tx.send(m);
+        let _ = tx.blocking_send(m);
     }
 
     // `run`: start the command now that the probes are in place.
@@ -290,7 +290,7 @@ pub fn run(mode: Mode, opts: &TraceOpts) -> Result<Outcome> {
     }
     let mut rows = Vec::new();
     joiner.finish(&mut rows);
-    let _ = tx.send(WriterMsg::Rows(rows));
+    let _ = tx.blocking_send(WriterMsg::Rows(rows));
     let g = joiner.gpu.stats.clone();
     let drops = probes.drops();
     let per_cpu = probes.counter_per_cpu(rtl_common::counter::RINGBUF_DROPS).unwrap_or_default();
@@ -328,7 +328,7 @@ pub fn run(mode: Mode, opts: &TraceOpts) -> Result<Outcome> {
         ("collector_peak_rss_kb", peak_rss_kb().to_string()),
     ];
     for (t, v) in meta {
-        let _ = tx.send(WriterMsg::Meta(t.into(), v));
+        let _ = tx.blocking_send(WriterMsg::Meta(t.into(), v));
     }
     drop(tx);
     let written = writer_thread.join().map_err(|_| anyhow!("the writer thread panicked"))??;
@@ -356,7 +356,7 @@ async fn event_loop(
     spool: &mut Spool,
     signals: Signals,
     joiner: &mut Joiner,
-    tx: &SyncSender<WriterMsg>,
+    tx: &Sender<WriterMsg>,
     mode: &Mode,
     opts: &TraceOpts,
     child: Option<libc::pid_t>,
@@ -384,9 +384,18 @@ async fn event_loop(
     loop {
         let mut stop_reason = None;
         tokio::select! {
-            chunk = spool.next() => {
+            // Rows of the last chunk wait here for room in the writer's queue; meanwhile no new
+            // chunk is taken (the backlog waits in the spool) and signals and timers are served.
+            permit = tx.reserve(), if !rows.is_empty() => {
+                let permit = permit.map_err(|_| anyhow!("the trace writer stopped"))?;
+                permit.send(WriterMsg::Rows(std::mem::take(&mut rows)));
+            }
+            chunk = spool.next(), if rows.is_empty() => {
                 let Some(chunk) = chunk else { break };
-                consume(spool, chunk, joiner, &mut rows, &mut tracked, mode, tx)?;
+                consume(spool, chunk, joiner, &mut rows, &mut tracked, mode)?;
+                // Let the runtime poll its signal and timer drivers between chunks: with a
+                // backlog the next chunk is always ready, and nothing else would ever run.
+                tokio::task::yield_now().await;
             }
             _ = sigint.recv() => {
                 if stopping.is_some() {
@@ -430,7 +439,9 @@ async fn event_loop(
                     }
                     if last_rescan.elapsed() >= Duration::from_secs(1) {
                         last_rescan = Instant::now();
-                        rescan(probes, mode, &tracked, tx);
+                        for m in rescan(probes, mode, &tracked) {
+                            let _ = tx.send(m).await;
+                        }
                         joiner.sync_table(&probes.table);
                     }
                 }
@@ -461,6 +472,9 @@ async fn event_loop(
                 say(format!("stopping: {reason}; writing the backlog of {} MiB (Ctrl-C abandons it)", left >> 20));
             }
         }
+    }
+    if !rows.is_empty() {
+        tx.send(WriterMsg::Rows(rows)).await.map_err(|_| anyhow!("the trace writer stopped"))?;
     }
     if status_line {
         let _ = writeln!(std::io::stderr());
@@ -498,16 +512,9 @@ struct LoopEnd {
     abandoned_bytes: u64,
 }
 
-/// Decodes and joins the records of one backlog chunk; hands full row batches to the writer.
-fn consume(
-    spool: &mut Spool,
-    chunk: Chunk,
-    joiner: &mut Joiner,
-    rows: &mut Vec<Row>,
-    tracked: &mut HashSet<u32>,
-    mode: &Mode,
-    tx: &SyncSender<WriterMsg>,
-) -> Result<()> {
+/// Decodes and joins the records of one backlog chunk into `rows` (at most a chunk's worth:
+/// ~6 000 calls per MiB); the caller hands them to the writer.
+fn consume(spool: &mut Spool, chunk: Chunk, joiner: &mut Joiner, rows: &mut Vec<Row>, tracked: &mut HashSet<u32>, mode: &Mode) -> Result<()> {
     spool.consume(chunk, |item| {
         match decode(item) {
             Ok(ev) => {
@@ -520,18 +527,12 @@ fn consume(
             }
             Err(_) => joiner.stats.decode_errors += 1,
         }
-        if rows.len() >= 8192 {
-            tx.send(WriterMsg::Rows(std::mem::take(rows))).map_err(|_| anyhow!("the trace writer stopped"))?;
-        }
         Ok(())
     })?;
     joiner.retry_gpu();
     joiner.take_deferred(rows);
     for n in joiner.gpu.notices.drain(..) {
         say(n);
-    }
-    if !rows.is_empty() {
-        tx.send(WriterMsg::Rows(std::mem::take(rows))).map_err(|_| anyhow!("the trace writer stopped"))?;
     }
     Ok(())
 }
@@ -587,8 +588,9 @@ fn child_env(agent: Option<&std::path::Path>, gpu: &str, runtime: Runtime) -> Ve
     vars.into_iter().filter_map(|(k, v)| CString::new(format!("{k}={v}")).ok()).collect()
 }
 
-/// Looks for library copies that appeared since the start (a new venv, a dlopen, a container).
-fn rescan(probes: &mut Probes, mode: &Mode, tracked: &HashSet<u32>, tx: &SyncSender<WriterMsg>) {
+/// Looks for library copies that appeared since the last scan (a new venv, a dlopen, a
+/// container) and attaches to them; returns what to record.
+fn rescan(probes: &mut Probes, mode: &Mode, tracked: &HashSet<u32>) -> Vec<WriterMsg> {
     let found: Vec<LibraryFile> = match mode {
         Mode::All => library::mapped_anywhere(),
         _ => tracked.iter().filter_map(|&p| library::mapped_by(p).ok()).flatten().collect(),
@@ -599,9 +601,7 @@ fn rescan(probes: &mut Probes, mode: &Mode, tracked: &HashSet<u32>, tx: &SyncSen
             attach_one(probes, &lib, &mut msgs);
         }
     }
-    for m in msgs {
-        let _ = tx.send(m);
-    }
+    msgs
 }
 
 /// A forked child held before exec until the probes are ready for it.

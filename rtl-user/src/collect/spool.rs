@@ -208,6 +208,10 @@ struct Reader {
 
 impl Reader {
     fn run(mut self) -> Result<()> {
+        // The one thread whose latency matters: it only copies, so it may run ahead of the
+        // application's threads (nice -5; needs root, as tracing does; best effort).
+        // SAFETY: plain syscalls on the calling thread.
+        unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, -5) };
         let fd = self.rb.as_raw_fd();
         let mut chunk = Vec::with_capacity(CHUNK_BYTES + 4096);
         let mut records_in_chunk = 0u64;
