@@ -202,7 +202,7 @@ fn summary_of_empty_trace() {
 /// The 10-million-row benchmark: `cargo test --release -p rtl-user --test read_summary -- --ignored --nocapture`
 /// (or `cargo run --release -p rtl-user --example bench_summary`).
 #[test]
-#[ignore]
+#[ignore = "a benchmark, not a test: cargo run --release -p rtl-user --example bench_summary"]
 fn bench_summary_10m() {
     let status = std::process::Command::new(env!("CARGO"))
         .args([
