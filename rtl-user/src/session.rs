@@ -379,8 +379,7 @@ async fn event_loop(
     let mut last_rescan = Instant::now();
     // Set once the session decided to stop: the probes are quiesced, the reader makes its last
     // pass, and the loop goes on until the backlog is written.
-    let mut stopping: Option<&str> = None;
-    let mut stop_at = Instant::now();
+    let mut stopping: Option<(&str, Instant)> = None;
     loop {
         let mut stop_reason = None;
         tokio::select! {
@@ -465,11 +464,10 @@ async fn event_loop(
                 say(format!("could not quiesce the probes: {e:#}"));
             }
             spool.stop();
-            stopping = Some(reason);
-            stop_at = Instant::now();
+            stopping = Some((reason, Instant::now()));
             let left = spool.stats.backlog();
             if left >= 1 << 20 {
-                say(format!("stopping: {reason}; writing the backlog of {} MiB (Ctrl-C abandons it)", left >> 20));
+                say(format!("{reason}: writing the backlog of {} MiB before stopping (Ctrl-C abandons it)", left >> 20));
             }
         }
     }
@@ -479,9 +477,9 @@ async fn event_loop(
     if status_line {
         let _ = writeln!(std::io::stderr());
     }
-    end.drain_s = stop_at.elapsed().as_secs_f64();
+    end.drain_s = stopping.map_or(0.0, |(_, at)| at.elapsed().as_secs_f64());
     end.child_exit = child_exit;
-    say(format!("stopping: {}", stopping.unwrap_or("the ring-buffer reader ended")));
+    say(format!("stopping: {}", stopping.map_or("the ring-buffer reader ended", |(r, _)| r)));
     Ok(end)
 }
 
