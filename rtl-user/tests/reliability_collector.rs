@@ -301,10 +301,23 @@ fn ring_buffer_overflow_is_counted_per_cpu_the_app_is_not_blocked_and_the_collec
     eprintln!("overflow: burst of {made} calls in {burst:?} with the collector stopped; {drops} records dropped (per CPU {per_cpu}), all accounted for");
 }
 
+/// Takes the trace's SQLite write lock from another connection (held until ROLLBACK or drop).
+/// The collector's writer then waits, up to rusqlite's 5 s busy timeout per transaction: hold
+/// it for less than that, or the trace ends with an output error, as it should.
+fn hold_write_lock(db: &Path) -> Connection {
+    let lock = Connection::open(db).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while lock.execute_batch("BEGIN IMMEDIATE").is_err() {
+        assert!(Instant::now() < deadline, "could not take the trace's write lock");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    lock
+}
+
 /// A writer that cannot write (another process holds the trace's write lock) no longer means
 /// drops: the reader keeps emptying the ring buffer into the spool (memory, then the file), and
 /// once the lock is released everything is written. The default 64 MiB ring buffer against a
-/// 3 s burst of two threads at full speed (hundreds of MiB of records): without the spool, all
+/// 2 s burst of two threads at full speed (hundreds of MiB of records): without the spool, all
 /// but the first fraction of a second would be dropped.
 #[test]
 fn a_blocked_writer_spools_the_burst_and_loses_nothing() {
@@ -313,17 +326,11 @@ fn a_blocked_writer_spools_the_burst_and_loses_nothing() {
     let d = tmpdir();
     let db = d.path().join("t.db");
     let tr = d.path().join("truth.jsonl");
-    let mut app = hot_loop_waiting(&["--threads", "2", "--seconds", "3", "--api", "geterrorstring"], &tr);
+    let mut app = hot_loop_waiting(&["--threads", "2", "--seconds", "2", "--api", "geterrorstring"], &tr);
     let t = Tracer::start(&[
         "attach", "--quiet", "--apis", FAST_API, "--pid", &app.id().to_string(), "-o", db.to_str().unwrap(),
     ]);
-    // Hold the write lock (the writer waits: rusqlite's busy timeout is 5 s per attempt).
-    let lock = Connection::open(&db).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while lock.execute_batch("BEGIN IMMEDIATE").is_err() {
-        assert!(Instant::now() < deadline, "could not take the trace's write lock");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let lock = hold_write_lock(&db);
     signal(app.id(), libc::SIGUSR1);
     assert!(wait_exit(&mut app, 60).success());
     std::thread::sleep(Duration::from_millis(300));
@@ -359,12 +366,7 @@ fn a_second_ctrl_c_abandons_the_backlog_and_says_how_much() {
     let tr = d.path().join("truth.jsonl");
     let mut app = hot_loop_waiting(&["--threads", "2", "--seconds", "2", "--api", "geterrorstring"], &tr);
     let t = Tracer::start(&["attach", "--quiet", "--apis", FAST_API, "--pid", &app.id().to_string(), "-o", db.to_str().unwrap()]);
-    let lock = Connection::open(&db).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while lock.execute_batch("BEGIN IMMEDIATE").is_err() {
-        assert!(Instant::now() < deadline, "could not take the trace's write lock");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let lock = hold_write_lock(&db);
     signal(app.id(), libc::SIGUSR1);
     assert!(wait_exit(&mut app, 60).success());
     signal(t.pid(), libc::SIGINT);
