@@ -1,6 +1,6 @@
-//! Installs what a fresh machine lacks, idempotently (see shared toolchain notes mirrored in
-//! docs/building.md): Debian packages, the nightly toolchain's rust-src, bpf-linker built
-//! against LLVM 22, and the Python packages the Perfetto check uses.
+//! Installs what a fresh machine lacks, idempotently (the recipe and pins of
+//! ../shared/reference/toolchain.md): Debian packages, the nightly toolchain's rust-src,
+//! bpf-linker built against LLVM 22, and the Python packages the Perfetto check uses.
 
 use anyhow::{bail, Result};
 
