@@ -203,12 +203,11 @@ pub fn run(mode: Mode, opts: &TraceOpts) -> Result<Outcome> {
     }
     let attach_ms = t_attach.elapsed().as_secs_f64() * 1e3;
     let total: usize = probes.attached().map(|r| r.probed).sum();
-    say(format!("{total} functions probed (entry + return) in {} libraries in {attach_ms:.0} ms", probes.attached().count()));
     if total == 0 && !matches!(mode, Mode::All | Mode::Run(_)) {
         return Err(anyhow!(Fatal::NoProcess(format!("no {} library could be probed", runtime_name(opts.runtime)))));
     }
-    writer.set_meta("attach_ms", &format!("{attach_ms:.1}"))?;
-    // The reader thread starts at once: records of calls made while we attach wait in order.
+    // The reader thread starts before anything else can wait (the trace file's I/O included):
+    // from here on, records are taken from the ring buffer whatever this thread does.
     let spool_dir = match opts.output.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
@@ -218,6 +217,8 @@ pub fn run(mode: Mode, opts: &TraceOpts) -> Result<Outcome> {
         SpoolOptions { dir: spool_dir, mem_cap: SPOOL_MEM_BYTES.min(opts.spool_mb << 20), cap: opts.spool_mb << 20 },
     )
     .map_err(|e| anyhow!(Fatal::Output(format!("{e:#}"))))?;
+    say(format!("{total} functions probed (entry + return) in {} libraries in {attach_ms:.0} ms", probes.attached().count()));
+    writer.set_meta("attach_ms", &format!("{attach_ms:.1}"))?;
     // The decoder/joiner (this thread) and the writer yield to the reader and to the traced
     // application: under a burst they fall behind and catch up from the backlog.
     lower_priority();

@@ -304,9 +304,16 @@ fn ring_buffer_overflow_is_counted_per_cpu_the_app_is_not_blocked_and_the_collec
 /// Takes the trace's SQLite write lock from another connection (held until ROLLBACK or drop).
 /// The collector's writer then waits, up to rusqlite's 5 s busy timeout per transaction: hold
 /// it for less than that, or the trace ends with an output error, as it should.
+///
+/// Waits first for the collector's own start-up write (`attach_ms`), which its main thread makes
+/// synchronously: locked out there, it would not be running its event loop at all.
 fn hold_write_lock(db: &Path) -> Connection {
     let lock = Connection::open(db).unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
+    while meta(db, "attach_ms").is_none() {
+        assert!(Instant::now() < deadline, "the collector never recorded attach_ms");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     while lock.execute_batch("BEGIN IMMEDIATE").is_err() {
         assert!(Instant::now() < deadline, "could not take the trace's write lock");
         std::thread::sleep(Duration::from_millis(20));
