@@ -321,6 +321,17 @@ fn hold_write_lock(db: &Path) -> Connection {
     lock
 }
 
+/// Traces a 2 s burst of two hot_loop threads (`attach`) while another connection holds the
+/// trace's write lock; returns once the burst is over, the lock still held.
+fn burst_with_the_writer_locked(db: &Path, truth: &Path) -> (Tracer, Connection) {
+    let mut app = hot_loop_waiting(&["--threads", "2", "--seconds", "2", "--api", "geterrorstring"], truth);
+    let t = Tracer::start(&["attach", "--quiet", "--apis", FAST_API, "--pid", &app.id().to_string(), "-o", db.to_str().unwrap()]);
+    let lock = hold_write_lock(db);
+    signal(app.id(), libc::SIGUSR1);
+    assert!(wait_exit(&mut app, 60).success());
+    (t, lock)
+}
+
 /// A writer that cannot write (another process holds the trace's write lock) no longer means
 /// drops: the reader keeps emptying the ring buffer into the spool (memory, then the file), and
 /// once the lock is released everything is written. The default 64 MiB ring buffer against a
@@ -331,15 +342,8 @@ fn a_blocked_writer_spools_the_burst_and_loses_nothing() {
     let _heavy = heavy();
     require_root();
     let d = tmpdir();
-    let db = d.path().join("t.db");
-    let tr = d.path().join("truth.jsonl");
-    let mut app = hot_loop_waiting(&["--threads", "2", "--seconds", "2", "--api", "geterrorstring"], &tr);
-    let t = Tracer::start(&[
-        "attach", "--quiet", "--apis", FAST_API, "--pid", &app.id().to_string(), "-o", db.to_str().unwrap(),
-    ]);
-    let lock = hold_write_lock(&db);
-    signal(app.id(), libc::SIGUSR1);
-    assert!(wait_exit(&mut app, 60).success());
+    let (db, tr) = (d.path().join("t.db"), d.path().join("truth.jsonl"));
+    let (t, lock) = burst_with_the_writer_locked(&db, &tr);
     std::thread::sleep(Duration::from_millis(300));
     lock.execute_batch("ROLLBACK").unwrap();
     drop(lock);
@@ -369,13 +373,8 @@ fn a_second_ctrl_c_abandons_the_backlog_and_says_how_much() {
     let _heavy = heavy();
     require_root();
     let d = tmpdir();
-    let db = d.path().join("t.db");
-    let tr = d.path().join("truth.jsonl");
-    let mut app = hot_loop_waiting(&["--threads", "2", "--seconds", "2", "--api", "geterrorstring"], &tr);
-    let t = Tracer::start(&["attach", "--quiet", "--apis", FAST_API, "--pid", &app.id().to_string(), "-o", db.to_str().unwrap()]);
-    let lock = hold_write_lock(&db);
-    signal(app.id(), libc::SIGUSR1);
-    assert!(wait_exit(&mut app, 60).success());
+    let (db, tr) = (d.path().join("t.db"), d.path().join("truth.jsonl"));
+    let (t, lock) = burst_with_the_writer_locked(&db, &tr);
     signal(t.pid(), libc::SIGINT);
     std::thread::sleep(Duration::from_millis(500));
     signal(t.pid(), libc::SIGINT);
