@@ -24,6 +24,14 @@ pub enum EventKind {
     Fork = 6,
     /// A batch of GPU records handed over by the in-process agent ([`AgentBatch`]).
     AgentBatch = 7,
+    /// The dynamic loader of a traced process finished changing its library list
+    /// (`_dl_debug_state` with `r_state == RT_CONSISTENT`) and the process was stopped
+    /// (SIGSTOP) so the collector can probe what it loaded before it runs on ([`TaskEvent`],
+    /// in the `LOADER_EVENTS` ring buffer, never behind the backlog of `EVENTS`).
+    LoaderStop = 8,
+    /// A thread of a traced process was killed because another thread called exec
+    /// ([`TaskEvent`]); its open calls end with the exec.
+    ExecKill = 9,
 }
 
 impl EventKind {
@@ -36,6 +44,8 @@ impl EventKind {
             5 => Self::Exec,
             6 => Self::Fork,
             7 => Self::AgentBatch,
+            8 => Self::LoaderStop,
+            9 => Self::ExecKill,
             _ => return None,
         })
     }
@@ -159,15 +169,23 @@ pub mod config {
     pub const TRACE_ALL: u32 = 0;
     /// 1: a fork of a traced process makes the child traced (for `rtl-ebpf run`).
     pub const FOLLOW_FORKS: u32 = 1;
-    /// Byte offset of `parent_pid` in the sched_process_fork tracepoint record.
-    pub const FORK_PARENT_PID_OFF: u32 = 2;
-    /// Byte offset of `child_pid` in the sched_process_fork tracepoint record.
-    pub const FORK_CHILD_PID_OFF: u32 = 3;
+    /// Byte offset of `pid` in `struct task_struct` (from kernel BTF).
+    pub const TASK_PID_OFF: u32 = 2;
+    /// Byte offset of `tgid` in `struct task_struct` (from kernel BTF).
+    pub const TASK_TGID_OFF: u32 = 3;
     /// Byte offset of `thread.fsbase` in `struct task_struct` (from kernel BTF); 0: do not read.
     pub const FSBASE_OFFSET: u32 = 4;
     /// Wake the collector when at least this many bytes wait in the ring buffer.
     pub const WAKEUP_BYTES: u32 = 5;
-    pub const LEN: u32 = 6;
+    /// 1: stop a traced process when its dynamic loader has mapped new libraries, until the
+    /// collector has probed them and sends SIGCONT (`rtl-ebpf run`).
+    pub const LOADER_STOP: u32 = 6;
+    /// Byte offset of `signal` in `struct task_struct` (from kernel BTF); 0: unknown.
+    pub const TASK_SIGNAL_OFF: u32 = 7;
+    /// Byte offset of `group_exec_task` in `struct signal_struct`; 0: unknown (then a thread
+    /// killed by another thread's exec is reported as a plain exit).
+    pub const SIGNAL_EXEC_TASK_OFF: u32 = 8;
+    pub const LEN: u32 = 9;
 }
 
 /// Slots of the per-CPU `COUNTERS` array map.
@@ -180,8 +198,16 @@ pub mod counter {
     pub const EXITS: u32 = 2;
     /// Agent batches longer than `AGENT_BATCH_MAX` or unreadable.
     pub const AGENT_TRUNCATED: u32 = 3;
-    pub const LEN: u32 = 4;
+    /// Processes stopped at a dynamic-loader event (each is continued by the collector).
+    pub const LOADER_STOPS: u32 = 4;
+    /// Loader events not reported (`LOADER_EVENTS` full): the process was not stopped.
+    pub const LOADER_EVENTS_LOST: u32 = 5;
+    pub const LEN: u32 = 6;
 }
+
+/// Offset of `r_state` in glibc's `struct r_debug` on x86-64 (`int r_version; struct link_map
+/// *r_map; ElfW(Addr) r_brk; enum r_state; ...`, <link.h>).
+pub const R_DEBUG_STATE_OFFSET: u64 = 24;
 
 /// Default ring buffer size in bytes (a power of two, a multiple of the page size).
 pub const RINGBUF_BYTES: u32 = 16 << 20;

@@ -3,7 +3,7 @@
 //! One generic entry program and one generic return program are attached to every probed
 //! function; the uprobe cookie (see `rtl_common::cookie`) tells them which API they are on and
 //! how many stack words to copy. Records go to one ring buffer; the collector decodes them.
-//! Three tracepoints follow task lifecycles (fork, exec, exit) of traced processes.
+//! Three raw tracepoints follow task lifecycles (fork, exec, exit) of traced processes.
 //!
 //! Hot path budget: a map lookup (process filter), one ring-buffer reserve/submit, a handful of
 //! register reads. No logging, no loops over data.
@@ -15,9 +15,9 @@ use aya_ebpf::{
         bpf_get_current_pid_tgid, bpf_get_current_task, bpf_ktime_get_ns, bpf_probe_read_kernel, bpf_probe_read_user,
         bpf_probe_read_user_str_bytes, generated::bpf_get_attach_cookie,
     },
-    macros::{map, tracepoint, uprobe, uretprobe},
+    macros::{map, raw_tracepoint, uprobe, uretprobe},
     maps::{Array, HashMap, PerCpuArray, RingBuf},
-    programs::{ProbeContext, RetProbeContext, TracePointContext},
+    programs::{ProbeContext, RawTracePointContext, RetProbeContext},
     EbpfContext,
 };
 use rtl_common::{
@@ -35,6 +35,11 @@ static TRACED: HashMap<u32, u8> = HashMap::with_max_entries(65536, 0);
 /// Output-pointer argument of the call in progress on each thread (pid_tgid -> address).
 #[map]
 static OUT_PTRS: HashMap<u64, u64> = HashMap::with_max_entries(65536, 0);
+
+/// Dynamic-loader stops ([`EventKind::LoaderStop`]): rare, read by the collector's event loop
+/// at once, never queued behind the backlog of `EVENTS`.
+#[map]
+static LOADER_EVENTS: RingBuf = RingBuf::with_byte_size(16 * 4096, 0);
 
 #[map]
 static CONFIG: Array<u64> = Array::with_max_entries(config::LEN, 0);
@@ -96,9 +101,117 @@ fn header(kind: EventKind, api_id: u32, pid_tgid: u64) -> EventHeader {
     }
 }
 
-/// Entry of every probed API.
+// Every uprobe program comes twice: as a `uprobe.multi` program (the default: one kernel link per
+// library and probe kind, removed with one RCU synchronisation) and as a plain `uprobe` one (the
+// per-probe perf-event fallback for kernels without uprobe_multi, before 6.6). The kernel refuses
+// to attach a program loaded for one kind of link through the other, so the collector loads the
+// pair its kernel supports. The section names are written by hand because aya-ebpf 0.2's macros
+// only emit the plain kinds.
+
+/// Entry of every probed API (uprobe_multi link).
+#[unsafe(no_mangle)]
+#[unsafe(link_section = "uprobe.multi")]
+pub extern "C" fn api_enter(ctx: *mut core::ffi::c_void) -> u32 {
+    enter(ProbeContext::new(ctx))
+}
+
+/// Entry of every probed API (per-probe perf link).
 #[uprobe]
-pub fn api_enter(ctx: ProbeContext) -> u32 {
+pub fn api_enter_single(ctx: ProbeContext) -> u32 {
+    enter(ctx)
+}
+
+/// Return of every probed API (uprobe_multi link).
+#[unsafe(no_mangle)]
+#[unsafe(link_section = "uretprobe.multi")]
+pub extern "C" fn api_exit(ctx: *mut core::ffi::c_void) -> u32 {
+    exit(RetProbeContext::new(ctx))
+}
+
+/// Return of every probed API (per-probe perf link).
+#[uretprobe]
+pub fn api_exit_single(ctx: RetProbeContext) -> u32 {
+    exit(ctx)
+}
+
+/// The agent's hand-off function (uprobe_multi link).
+#[unsafe(no_mangle)]
+#[unsafe(link_section = "uprobe.multi")]
+pub extern "C" fn agent_publish(ctx: *mut core::ffi::c_void) -> u32 {
+    publish(ProbeContext::new(ctx))
+}
+
+/// The agent's hand-off function (per-probe perf link).
+#[uprobe]
+pub fn agent_publish_single(ctx: ProbeContext) -> u32 {
+    publish(ctx)
+}
+
+/// The dynamic loader's debugger hook `_dl_debug_state()` (uprobe_multi link).
+#[unsafe(no_mangle)]
+#[unsafe(link_section = "uprobe.multi")]
+pub extern "C" fn loader_notify(ctx: *mut core::ffi::c_void) -> u32 {
+    loader(ProbeContext::new(ctx))
+}
+
+/// The dynamic loader's debugger hook `_dl_debug_state()` (per-probe perf link).
+#[uprobe]
+pub fn loader_notify_single(ctx: ProbeContext) -> u32 {
+    loader(ctx)
+}
+
+/// `_dl_debug_state()` is called by ld.so around every change of its library list (startup,
+/// dlopen, dlclose), the hook debuggers use. When the list is consistent again (`r_state ==
+/// RT_CONSISTENT`), the new libraries are mapped but none of their code has run: the process
+/// is stopped here, and the collector probes what it mapped, then sends SIGCONT. So a library
+/// loaded from a path only the program knows is probed before its first call.
+/// The cookie is `&_r_debug - &_dl_debug_state` (0: unknown, stop at every call).
+#[inline(always)]
+fn loader(ctx: ProbeContext) -> u32 {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    if cfg(config::LOADER_STOP) == 0 || !traced((pid_tgid >> 32) as u32) {
+        return 0;
+    }
+    // SAFETY: the context pointer is the program's own.
+    let delta = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) };
+    if delta != 0 {
+        // At a uprobe the instruction pointer is the probed address (_dl_debug_state here).
+        // SAFETY: `regs` is the probe's own pt_regs; the user read is checked.
+        let ip = unsafe { (*ctx.regs).rip };
+        let state = ip.wrapping_add(delta).wrapping_add(rtl_common::R_DEBUG_STATE_OFFSET) as *const i32;
+        // SAFETY: checked user-memory read.
+        match unsafe { bpf_probe_read_user(state) } {
+            Ok(0) => {}
+            Ok(_) => return 0, // RT_ADD / RT_DELETE: the list is changing, nothing to probe yet.
+            Err(_) => {}
+        }
+    }
+    let Some(mut slot) = LOADER_EVENTS.reserve::<TaskEvent>(0) else {
+        // The collector would never hear of this stop: do not stop.
+        bump(counter::LOADER_EVENTS_LOST);
+        return 0;
+    };
+    let ev = slot.as_mut_ptr();
+    // SAFETY: exclusively owned reserved slot.
+    unsafe {
+        (*ev).hdr = header(EventKind::LoaderStop, 0, pid_tgid);
+        (*ev).child_tgid = 0;
+        (*ev)._pad = 0;
+    }
+    // The stop is sent before the event is visible: the collector's SIGCONT, sent after it
+    // reads the event, then either continues the stopped process or cancels the pending stop.
+    // (In the other order a SIGCONT could come first and the process would stay stopped.)
+    const SIGSTOP: u32 = 19;
+    // SAFETY: helper without memory arguments; signals the current process.
+    unsafe { aya_ebpf::helpers::generated::bpf_send_signal(SIGSTOP) };
+    bump(counter::LOADER_STOPS);
+    const BPF_RB_FORCE_WAKEUP: u64 = 2;
+    slot.submit(BPF_RB_FORCE_WAKEUP);
+    0
+}
+
+#[inline(always)]
+fn enter(ctx: ProbeContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     if !traced((pid_tgid >> 32) as u32) {
         return 0;
@@ -188,9 +301,8 @@ unsafe fn fill_enter(ctx: &ProbeContext, regs: &[u64; 6], ev: &mut ApiEnter, kin
     }
 }
 
-/// Return of every probed API.
-#[uretprobe]
-pub fn api_exit(ctx: RetProbeContext) -> u32 {
+#[inline(always)]
+fn exit(ctx: RetProbeContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     if !traced((pid_tgid >> 32) as u32) {
         return 0;
@@ -228,8 +340,8 @@ pub fn api_exit(ctx: RetProbeContext) -> u32 {
 }
 
 /// `rtl_agent_publish(const u8 *data, u64 len)` in the in-process agent: copy the batch.
-#[uprobe]
-pub fn agent_publish(ctx: ProbeContext) -> u32 {
+#[inline(always)]
+fn publish(ctx: ProbeContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     if !traced((pid_tgid >> 32) as u32) {
         return 0;
@@ -281,41 +393,47 @@ fn task_event(kind: EventKind, pid_tgid: u64, child_tgid: u32) {
     }
 }
 
-/// sched:sched_process_fork. Runs in the parent. Adds the child to `TRACED` when following forks.
-#[tracepoint]
-pub fn task_fork(ctx: TracePointContext) -> u32 {
+/// sched_process_fork (raw tracepoint: `(struct task_struct *parent, struct task_struct *child)`).
+/// Runs in the parent. A new process of a traced one becomes traced when following forks; new
+/// threads (same tgid) are not reported.
+///
+/// Raw tracepoints, not perf-event ones: attaching and removing a perf-event tracepoint takes
+/// the kernel's event_mutex (and an RCU synchronisation on removal), which another session's
+/// perf-event uprobe removal holds for seconds; raw tracepoints take neither.
+#[raw_tracepoint(tracepoint = "sched_process_fork")]
+pub fn task_fork(ctx: RawTracePointContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     let parent = (pid_tgid >> 32) as u32;
     // SAFETY: read-only lookup.
     if cfg(config::TRACE_ALL) != 0 || unsafe { TRACED.get(&parent) }.is_none() {
         return 0;
     }
-    // The verifier only allows context reads at constant offsets: the layouts known to exist
-    // (kernels >= 6.x with __data_loc comm fields: 20; older fixed char[16] comm: 44).
-    // SAFETY: offsets from the tracepoint's own format file; the reads are checked.
-    let child = match cfg(config::FORK_CHILD_PID_OFF) {
-        20 => unsafe { ctx.read_at::<i32>(20) },
-        44 => unsafe { ctx.read_at::<i32>(44) },
-        _ => return 0,
-    };
-    let Ok(child) = child else {
+    let (pid_off, tgid_off) = (cfg(config::TASK_PID_OFF), cfg(config::TASK_TGID_OFF));
+    if pid_off == 0 || tgid_off == 0 {
         return 0;
-    };
-    // child_pid is the new task's pid; for a new process that is also its tgid. New threads
-    // (clone with CLONE_THREAD) also fire this tracepoint: they belong to a traced tgid already
-    // and inserting their tid is harmless (it is never a tgid of another process while this
-    // thread lives) but would fill the map, so only fork-like children are recorded: the
-    // collector prunes tids that turn out to be threads.
-    if cfg(config::FOLLOW_FORKS) != 0 {
-        let _ = TRACED.insert(&(child as u32), &1, 0);
     }
-    task_event(EventKind::Fork, pid_tgid, child as u32);
+    let child: u64 = ctx.arg(1);
+    // SAFETY: checked kernel reads at offsets from the kernel's own BTF.
+    let (pid, tgid) = unsafe {
+        let t = child as *const u8;
+        (
+            bpf_probe_read_kernel(t.add(pid_off as usize) as *const i32).unwrap_or(0),
+            bpf_probe_read_kernel(t.add(tgid_off as usize) as *const i32).unwrap_or(-1),
+        )
+    };
+    if pid <= 0 || pid != tgid {
+        return 0; // a thread of an existing process, or unreadable
+    }
+    if cfg(config::FOLLOW_FORKS) != 0 {
+        let _ = TRACED.insert(&(pid as u32), &1, 0);
+    }
+    task_event(EventKind::Fork, pid_tgid, pid as u32);
     0
 }
 
-/// sched:sched_process_exec. The process image is replaced: its open calls never return.
-#[tracepoint]
-pub fn task_exec(_ctx: TracePointContext) -> u32 {
+/// sched_process_exec (raw tracepoint). The process image is replaced: its open calls never return.
+#[raw_tracepoint(tracepoint = "sched_process_exec")]
+pub fn task_exec(_ctx: RawTracePointContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     if traced((pid_tgid >> 32) as u32) {
         task_event(EventKind::Exec, pid_tgid, 0);
@@ -323,17 +441,38 @@ pub fn task_exec(_ctx: TracePointContext) -> u32 {
     0
 }
 
-/// sched:sched_process_exit. Fires for every exiting thread.
-#[tracepoint]
-pub fn task_exit(_ctx: TracePointContext) -> u32 {
-    let pid_tgid = bpf_get_current_pid_tgid();
-    let (tgid, tid) = ((pid_tgid >> 32) as u32, pid_tgid as u32);
-    if traced(tgid) {
-        task_event(EventKind::ThreadExit, pid_tgid, 0);
-        // task_fork recorded every new thread's tid as if it were a process: forget it.
-        if tid != tgid {
-            let _ = TRACED.remove(&tid);
+/// Is the current (exiting) thread being killed because another thread of its process is in
+/// exec (`current->signal->group_exec_task` set and not us)?
+#[inline(always)]
+fn killed_by_exec() -> bool {
+    let (sig_off, exec_off) = (cfg(config::TASK_SIGNAL_OFF), cfg(config::SIGNAL_EXEC_TASK_OFF));
+    if sig_off == 0 || exec_off == 0 {
+        return false;
+    }
+    // SAFETY: checked kernel reads at offsets from the kernel's own BTF.
+    unsafe {
+        let task = bpf_get_current_task() as *const u8;
+        let Ok(sig) = bpf_probe_read_kernel(task.add(sig_off as usize) as *const u64) else {
+            return false;
+        };
+        if sig == 0 {
+            return false;
         }
+        match bpf_probe_read_kernel((sig as *const u8).add(exec_off as usize) as *const u64) {
+            Ok(t) => t != 0 && t != task as u64,
+            Err(_) => false,
+        }
+    }
+}
+
+/// sched_process_exit (raw tracepoint). Fires for every exiting thread.
+#[raw_tracepoint(tracepoint = "sched_process_exit")]
+pub fn task_exit(_ctx: RawTracePointContext) -> u32 {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    if traced((pid_tgid >> 32) as u32) {
+        let kind = if killed_by_exec() { EventKind::ExecKill } else { EventKind::ThreadExit };
+        task_event(kind, pid_tgid, 0);
+
     }
     0
 }

@@ -19,13 +19,13 @@ use tokio::sync::mpsc::{channel, Sender};
 
 use crate::cli::TraceOpts;
 use crate::collect::decode::{decode, Event};
+use crate::collect::loader_stops::LoaderStops;
 use crate::collect::spool::{Chunk, Spool, SpoolOptions};
 use crate::error::Fatal;
 use crate::join::rows::Row;
 use crate::join::Joiner;
 use crate::probe::library::{self, LibKind, LibraryFile, Runtime};
-use crate::probe::loader::{LoadOptions, Probes};
-use crate::probe::tracefs;
+use crate::probe::loader::{Detached, LoadOptions, Probes};
 use crate::trace::writer::{TraceWriter, WriterStats};
 use crate::{clock, report};
 
@@ -152,9 +152,6 @@ pub fn run(mode: Mode, opts: &TraceOpts) -> Result<Outcome> {
     writer.set_meta("mode", &format!("{mode:?}"))?;
     writer.set_meta("trace_start_ns", &clock.monotonic_ns.to_string())?;
 
-    if tracefs::ensure_mounted()? {
-        say(format!("mounted tracefs at {} (needed for the fork/exec/exit tracepoints)", tracefs::TRACEFS));
-    }
     let t_attach = Instant::now();
     // The probe reads each calling thread's fs base so the HIP profiler's thread ids (a hash of
     // pthread_self) can be matched; it needs the field's offset from the kernel's BTF.
@@ -190,6 +187,7 @@ pub fn run(mode: Mode, opts: &TraceOpts) -> Result<Outcome> {
             follow_forks: matches!(mode, Mode::Run(_)),
             fsbase_offset,
             runtime: opts.runtime,
+            loader_stop: matches!(mode, Mode::Run(_)),
         },
         opts.apis.clone(),
     )?;
@@ -198,9 +196,13 @@ pub fn run(mode: Mode, opts: &TraceOpts) -> Result<Outcome> {
         probes.trace_pid(pid)?;
     }
     let mut pending_libs = Vec::new();
-    for lib in &libs {
-        attach_one(&mut probes, lib, &mut pending_libs);
-    }
+    let kernel_wait = {
+        let watch = KernelWaitWatch::start(t_attach);
+        for lib in &libs {
+            attach_one(&mut probes, lib, &mut pending_libs);
+        }
+        watch.finish()
+    };
     let attach_ms = t_attach.elapsed().as_secs_f64() * 1e3;
     let total: usize = probes.attached().map(|r| r.probed).sum();
     if total == 0 && !matches!(mode, Mode::All | Mode::Run(_)) {
@@ -219,6 +221,8 @@ pub fn run(mode: Mode, opts: &TraceOpts) -> Result<Outcome> {
     .map_err(|e| anyhow!(Fatal::Output(format!("{e:#}"))))?;
     say(format!("{total} functions probed (entry + return) in {} libraries in {attach_ms:.0} ms", probes.attached().count()));
     writer.set_meta("attach_ms", &format!("{attach_ms:.1}"))?;
+    writer.set_meta("attach_kernel_wait_ms", &format!("{:.1}", kernel_wait.as_secs_f64() * 1e3))?;
+    writer.set_meta("uprobe_links", probes.links.name())?;
     // The decoder/joiner (this thread) and the writer yield to the reader and to the traced
     // application: under a burst they fall behind and catch up from the backlog.
     lower_priority();
@@ -263,7 +267,16 @@ pub fn run(mode: Mode, opts: &TraceOpts) -> Result<Outcome> {
 
     let mut joiner = Joiner::new(clock.realtime_minus_monotonic());
     joiner.sync_table(&probes.table);
-    let result = rt.block_on(event_loop(&mut probes, &mut spool, signals, &mut joiner, &tx, &mode, opts, child));
+    let mut stops = {
+        let _in_rt = rt.enter();
+        LoaderStops::new(probes.take_loader_events()?)?
+    };
+    let result = rt.block_on(event_loop(&mut probes, &mut spool, &mut stops, signals, &mut joiner, &tx, &mode, opts, child));
+    // Nothing is stopped from here on; whatever the loop did not get to is continued now.
+    if let Err(e) = probes.quiesce() {
+        say(format!("could not quiesce the probes: {e:#}"));
+    }
+    stops.drain_and_resume();
     let end = match result {
         Ok(c) => c,
         Err(e) => {
@@ -315,6 +328,10 @@ pub fn run(mode: Mode, opts: &TraceOpts) -> Result<Outcome> {
         ("agent_dropped_queue_full", g.agent_dropped.to_string()),
         ("agent_graph_batches_skipped", g.graph_batches_skipped.to_string()),
         ("fsbase_offset", fsbase_offset.to_string()),
+        ("loader_stops", stops.stats.resumed.to_string()),
+        ("loader_stopped_ms_total", format!("{:.3}", stops.stats.stopped_ns as f64 / 1e6)),
+        ("loader_stopped_ms_max", format!("{:.3}", stops.stats.longest_ns as f64 / 1e6)),
+        ("loader_events_lost", probes.counter(rtl_common::counter::LOADER_EVENTS_LOST).to_string()),
         ("agent_batches_truncated", probes.counter(rtl_common::counter::AGENT_TRUNCATED).to_string()),
         ("trace_end_ns", clock::ClockPair::now().monotonic_ns.to_string()),
         ("spool_records", sp.records.load(std::sync::atomic::Ordering::Relaxed).to_string()),
@@ -331,13 +348,80 @@ pub fn run(mode: Mode, opts: &TraceOpts) -> Result<Outcome> {
     for (t, v) in meta {
         let _ = tx.blocking_send(WriterMsg::Meta(t.into(), v));
     }
-    drop(tx);
-    let written = writer_thread.join().map_err(|_| anyhow!("the writer thread panicked"))??;
-    match probes.release_in_background() {
-        Ok(pid) => say(format!("probes quiesced; the kernel removes them in the background (pid {pid})")),
+    // Every counter is read: the probes go now, while the writer finishes the trace.
+    let links = probes.links;
+    match probes.release() {
+        Ok(Detached::Foreground { ms }) => {
+            say(format!("probes removed ({} links) in {ms:.0} ms", links.name()));
+            let _ = tx.blocking_send(WriterMsg::Meta("detach_ms".into(), format!("{ms:.1}")));
+        }
+        Ok(Detached::Background { pid }) => {
+            say(format!("probes quiesced; this kernel has no uprobe_multi links, so it removes them one by one in the background (pid {pid})"));
+            let _ = tx.blocking_send(WriterMsg::Meta("detach_ms".into(), "background".into()));
+        }
         Err(e) => say(format!("probes removed in the foreground: {e:#}")),
     }
+    drop(tx);
+    let written = writer_thread.join().map_err(|_| anyhow!("the writer thread panicked"))??;
     Ok(Outcome { output: opts.output.clone(), written, drops: drops + discarded, child_exit: end.child_exit })
+}
+
+/// Says so on the terminal when attaching is held up by the kernel. Attaching a uprobe waits on
+/// a kernel mutex that another session's probe removal holds (one RCU synchronisation per
+/// perf-event probe on kernels without uprobe_multi links): a silent pause of seconds looks
+/// like a hang. After [`KernelWaitWatch::GRACE`] the watcher prints the wait every second.
+struct KernelWaitWatch {
+    done: std::sync::Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>,
+    thread: Option<JoinHandle<Duration>>,
+}
+
+impl KernelWaitWatch {
+    /// Attaching the default set takes tens of milliseconds; past this the kernel is waiting.
+    const GRACE: Duration = Duration::from_millis(1000);
+
+    fn start(since: Instant) -> Self {
+        let done = std::sync::Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
+        let d = done.clone();
+        let thread = std::thread::Builder::new()
+            .name("rtl-attach-watch".into())
+            .spawn(move || {
+                let (lock, cv) = &*d;
+                let mut finished = lock.lock().unwrap_or_else(|e| e.into_inner());
+                let mut said = false;
+                loop {
+                    let next = if said { Duration::from_secs(1) } else { Self::GRACE };
+                    let (g, t) = cv.wait_timeout(finished, next).unwrap_or_else(|e| e.into_inner());
+                    finished = g;
+                    if *finished {
+                        break;
+                    }
+                    if t.timed_out() {
+                        said = true;
+                        say(format!(
+                            "waiting for the kernel: probes being removed (another session's detach?) ... {:.0} s",
+                            since.elapsed().as_secs_f64()
+                        ));
+                    }
+                }
+                if said {
+                    since.elapsed().saturating_sub(Self::GRACE)
+                } else {
+                    Duration::ZERO
+                }
+            })
+            .ok();
+        Self { done, thread }
+    }
+
+    /// Stops the watcher; returns how long attaching waited beyond the grace period.
+    fn finish(mut self) -> Duration {
+        {
+            let (lock, cv) = &*self.done;
+            *lock.lock().unwrap_or_else(|e| e.into_inner()) = true;
+            cv.notify_all();
+        }
+        self.thread.take().and_then(|t| t.join().ok()).unwrap_or_default()
+    }
 }
 
 fn attach_one(probes: &mut Probes, lib: &LibraryFile, msgs: &mut Vec<WriterMsg>) {
@@ -355,6 +439,7 @@ fn attach_one(probes: &mut Probes, lib: &LibraryFile, msgs: &mut Vec<WriterMsg>)
 async fn event_loop(
     probes: &mut Probes,
     spool: &mut Spool,
+    stops: &mut LoaderStops,
     signals: Signals,
     joiner: &mut Joiner,
     tx: &Sender<WriterMsg>,
@@ -384,18 +469,34 @@ async fn event_loop(
     loop {
         let mut stop_reason = None;
         tokio::select! {
-            // Rows of the last chunk wait here for room in the writer's queue; meanwhile no new
-            // chunk is taken (the backlog waits in the spool) and signals and timers are served.
-            permit = tx.reserve(), if !rows.is_empty() => {
-                let permit = permit.map_err(|_| anyhow!("the trace writer stopped"))?;
-                permit.send(WriterMsg::Rows(std::mem::take(&mut rows)));
-            }
-            chunk = spool.next(), if rows.is_empty() => {
-                let Some(chunk) = chunk else { break };
-                consume(spool, chunk, joiner, &mut rows, &mut tracked, mode)?;
-                // Let the runtime poll its signal and timer drivers between chunks: with a
-                // backlog the next chunk is always ready, and nothing else would ever run.
-                tokio::task::yield_now().await;
+            // A process stopped by its dynamic loader waits for us: before anything else.
+            biased;
+            stopped = stops.next() => {
+                let stopped = stopped.context("reading the dynamic-loader events")?;
+                if stopping.is_some() {
+                    // Stopped just before the probes were quiesced: nothing more is traced.
+                    for s in stopped {
+                        stops.resume(s);
+                    }
+                    continue;
+                }
+                let mut pids: Vec<u32> = stopped.iter().map(|s| s.pid).collect();
+                pids.sort_unstable();
+                pids.dedup();
+                let found: Vec<LibraryFile> = pids.iter().filter_map(|&p| library::mapped_by_with_loader(p).ok()).flatten().collect();
+                let mut msgs = Vec::new();
+                for lib in library::dedup(found) {
+                    if !probes.is_attached(&lib) {
+                        attach_one(probes, &lib, &mut msgs);
+                    }
+                }
+                joiner.sync_table(&probes.table);
+                for s in stopped {
+                    stops.resume(s);
+                }
+                for m in msgs {
+                    let _ = tx.send(m).await;
+                }
             }
             _ = sigint.recv() => {
                 if stopping.is_some() {
@@ -457,6 +558,21 @@ async fn event_loop(
                         rate, joiner.stats.calls, joiner.processes(), joiner.open_calls(), probes.drops());
                     let _ = std::io::stderr().flush();
                 }
+            }
+            // Biased order: the backlog (always ready under a burst) comes after signals and
+            // timers, so Ctrl-C, --duration and the status line are served between chunks.
+            // Rows of the last chunk wait here for room in the writer's queue; meanwhile no new
+            // chunk is taken (the backlog waits in the spool) and signals and timers are served.
+            permit = tx.reserve(), if !rows.is_empty() => {
+                let permit = permit.map_err(|_| anyhow!("the trace writer stopped"))?;
+                permit.send(WriterMsg::Rows(std::mem::take(&mut rows)));
+            }
+            chunk = spool.next(), if rows.is_empty() => {
+                let Some(chunk) = chunk else { break };
+                consume(spool, chunk, joiner, &mut rows, &mut tracked, mode)?;
+                // Let the runtime poll its signal and timer drivers between chunks: with a
+                // backlog the next chunk is always ready, and nothing else would ever run.
+                tokio::task::yield_now().await;
             }
         }
         if let (Some(reason), None) = (stop_reason, stopping) {
@@ -592,7 +708,8 @@ fn child_env(agent: Option<&std::path::Path>, gpu: &str, runtime: Runtime) -> Ve
 fn rescan(probes: &mut Probes, mode: &Mode, tracked: &HashSet<u32>) -> Vec<WriterMsg> {
     let found: Vec<LibraryFile> = match mode {
         Mode::All => library::mapped_anywhere(),
-        _ => tracked.iter().filter_map(|&p| library::mapped_by(p).ok()).flatten().collect(),
+        Mode::Run(_) => tracked.iter().filter_map(|&p| library::mapped_by_with_loader(p).ok()).flatten().collect(),
+        Mode::Pids(_) => tracked.iter().filter_map(|&p| library::mapped_by(p).ok()).flatten().collect(),
     };
     let mut msgs = Vec::new();
     for lib in library::dedup(found) {

@@ -6,7 +6,7 @@
 #
 #   sudo tests/load/load.sh [-p 16] [-t 8] [-s 60] [-b BUFFER_MB] [-a geterrorstring|getdevicecount]
 #
-# Needs root, `cargo build --release -p rtl-user`, `make -C tests/workloads`, sqlite3, python3.
+# Needs root, `cargo build --release --ignore-rust-version -p rtl-user`, `make -C tests/workloads`, sqlite3, python3.
 # Exits 0 when the counts are exact or every lost record is accounted for, 1 otherwise.
 set -eu
 P=16 T=8 S=60 B=64 A=geterrorstring
@@ -16,7 +16,7 @@ done
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 RTL=${RTL:-$ROOT/target/release/rtl-ebpf}
 HL=$ROOT/tests/workloads/build/hot_loop
-[ -x "$RTL" ] || { echo "build rtl-ebpf first: cargo build --release -p rtl-user" >&2; exit 2; }
+[ -x "$RTL" ] || { echo "build rtl-ebpf first: cargo build --release --ignore-rust-version -p rtl-user" >&2; exit 2; }
 [ -x "$HL" ] || { echo "build the workloads first: make -C tests/workloads" >&2; exit 2; }
 case $A in geterrorstring) API=hipGetErrorString;; getdevicecount) API=hipGetDeviceCount;; *) API=$A;; esac
 # A private directory for the trace and the truth (mktemp -d: never a predictable /tmp name).

@@ -7,6 +7,10 @@
 //! `collector`: one thread calls a probed function as fast as it can for 10 s under
 //!   `rtl-ebpf --all`: events/s handled, drops, collector CPU %, peak RSS, bytes per API row.
 //! `attach`: time to attach the default API set to libamdhip64.
+//! `lifecycle`: the probe lifecycle (issue 12): attach of the default set (median of 5),
+//!   detach until the kernel lists none of the session's links, a second session's attach while
+//!   the first detaches, ten back-to-back `run` traces of a short workload (each checked
+//!   complete); with uprobe_multi links and, for comparison, the per-probe perf fallback.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -29,6 +33,9 @@ pub fn run(rest: &[String]) -> Result<()> {
     let which = rest.first().map(String::as_str).unwrap_or("all");
     if matches!(which, "all" | "attach") {
         attach()?;
+    }
+    if matches!(which, "all" | "lifecycle") {
+        lifecycle()?;
     }
     if matches!(which, "all" | "probe-cost") {
         probe_cost()?;
@@ -321,5 +328,98 @@ fn attach() -> Result<()> {
     }
     println!("attach: default API set on every library found (--all), median of 3: {:.0} ms", median(&mut v));
     let _ = std::fs::remove_file(&db);
+    Ok(())
+}
+
+/// rtl-ebpf's eBPF programs loaded in the kernel now (by name), from `bpftool prog show`.
+fn our_programs_loaded() -> Result<usize> {
+    let out = cmd("bpftool").args(["prog", "show"]).output()?;
+    Ok(out
+        .lines()
+        .filter(|l| ["api_enter", "api_exit", "agent_publish", "loader_notify"].iter().any(|n| l.contains(&format!("name {n}"))))
+        .count())
+}
+
+/// Seconds until none of rtl-ebpf's programs is loaded (links gone: a program stays loaded
+/// while any link holds it).
+fn time_until_unloaded(since: Instant, limit: Duration) -> Result<f64> {
+    while since.elapsed() < limit {
+        if our_programs_loaded()? == 0 {
+            return Ok(since.elapsed().as_secs_f64());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    bail!("rtl-ebpf's programs were still loaded {} s after SIGINT", limit.as_secs())
+}
+
+fn tracer(db: &Path, links: &str) -> Command {
+    let mut c = Command::new(bin());
+    c.env("RTL_EBPF_LINKS", links);
+    c.args(["--all", "--quiet", "--force", "--gpu", "none", "--lib", HIP, "-o"]).arg(db);
+    c
+}
+
+fn lifecycle() -> Result<()> {
+    let dir = root().join("target/bench");
+    std::fs::create_dir_all(&dir)?;
+    let (a, b) = (dir.join("lifecycle-a.db"), dir.join("lifecycle-b.db"));
+    let limit = Duration::from_secs(300);
+    for links in ["uprobe_multi", "perf_event"] {
+        time_until_unloaded(Instant::now(), limit)?;
+        // Attach, uncontended: median of 5.
+        let (mut attach, mut detach, mut detach_wall) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..5 {
+            let mut c = start_until(tracer(&a, links), "functions probed", false)?;
+            let t = Instant::now();
+            stop(&mut c)?;
+            detach_wall.push(time_until_unloaded(t, limit)?);
+            attach.push(meta(&a, "attach_ms")?.parse::<f64>().unwrap_or(f64::NAN));
+            detach.push(meta(&a, "detach_ms")?.parse::<f64>().unwrap_or(f64::NAN));
+        }
+        let probes = scalar(&a, "SELECT sum(probes) FROM rtl_library")?;
+        // A second session's attach while the first detaches.
+        let mut contended = Vec::new();
+        for _ in 0..3 {
+            let mut first = start_until(tracer(&a, links), "functions probed", false)?;
+            // SAFETY: signalling our own child; the second starts while the first detaches.
+            unsafe { libc_kill(first.id() as i32, 2) };
+            let mut second = start_until(tracer(&b, links), "functions probed", false)?;
+            stop(&mut second)?;
+            stop(&mut first)?;
+            contended.push(meta(&b, "attach_ms")?.parse::<f64>().unwrap_or(f64::NAN));
+            time_until_unloaded(Instant::now(), limit)?;
+        }
+        // Ten back-to-back traces of a short workload, each checked complete.
+        let calls = 1000u64;
+        let t = Instant::now();
+        for i in 0..10 {
+            let out = Command::new(bin())
+                .env("RTL_EBPF_LINKS", links)
+                .args(["run", "--quiet", "--force", "--gpu", "none", "-o"])
+                .arg(&a)
+                .args(["--", hot_loop().to_str().unwrap(), "--api", "geterrorstring", "--calls", &calls.to_string()])
+                .output()
+                .context("running rtl-ebpf run")?;
+            if !out.status.success() {
+                bail!("trace {i}: rtl-ebpf run failed: {}", String::from_utf8_lossy(&out.stderr));
+            }
+            let n: u64 = scalar(&a, "SELECT count(*) FROM rocpd_api a JOIN rocpd_string s ON s.id = a.apiName_id WHERE s.string = 'hipGetErrorString'")?.parse()?;
+            if n != calls {
+                bail!("trace {i}: {n} of {calls} hipGetErrorString calls in the trace");
+            }
+        }
+        let ten = t.elapsed().as_secs_f64();
+        let settle = time_until_unloaded(Instant::now(), limit)?;
+        let (am, dm, dw, cm) = (median(&mut attach), median(&mut detach), median(&mut detach_wall), median(&mut contended));
+        println!("lifecycle ({links} links), default API set on {HIP} ({probes} functions, entry + return):");
+        println!("  attach, median of 5                                   {am:>8.1} ms   (target <= 50)");
+        println!("  detach in the collector (detach_ms), median of 5      {dm:>8} ms", dm = if dm.is_nan() { "background".to_string() } else { format!("{dm:.1}") });
+        println!("  SIGINT -> no program of ours loaded, median of 5      {:>8.0} ms   (target <= 1000)", dw * 1e3);
+        println!("  second session's attach during the first's detach     {cm:>8.1} ms   (median of 3; {:.2}x uncontended, target <= 2x)", cm / am);
+        println!("  ten back-to-back `run` traces of {calls} calls, all complete {ten:>8.2} s   (+{settle:.1} s until the kernel removed the last probes)");
+    }
+    for f in [a, b] {
+        let _ = std::fs::remove_file(f);
+    }
     Ok(())
 }

@@ -60,7 +60,7 @@ pub fn sim() -> Result<std::path::PathBuf> {
 
 fn build() -> Result<()> {
     setup::run()?;
-    cmd("cargo").args(["build", "--release", "-p", "rtl-user", "-p", "rtl-agent"]).current_dir(root()).run()?;
+    cmd("cargo").args(["build", "--release", "--ignore-rust-version", "-p", "rtl-user", "-p", "rtl-agent"]).current_dir(root()).run()?;
     cmd("make").args(["-s", "-C", "tests/workloads"]).current_dir(root()).run()?;
     sim()?;
     Ok(())
@@ -104,7 +104,7 @@ fn test(rest: &[String]) -> Result<()> {
         bail!("the test suite loads eBPF programs and must run as root (sudo cargo xtask test)");
     }
     // rtl-ebpf only builds for the BPF target (rtl-user's build.rs builds it).
-    let mut args = vec!["test", "--workspace", "--exclude", "rtl-ebpf", "--release", "--no-fail-fast"];
+    let mut args = vec!["test", "--workspace", "--exclude", "rtl-ebpf", "--release", "--ignore-rust-version", "--no-fail-fast"];
     args.extend(rest.iter().map(String::as_str));
     cmd("cargo").args(&args).current_dir(root()).run()?;
     let selftest = root().join("tests/rocm-sim/selftest.sh");

@@ -11,6 +11,8 @@ pub enum Event {
     StringEnter(ApiEnter, String),
     Exit(ApiExit),
     ThreadExit(EventHeader),
+    /// A thread killed by another thread's exec.
+    ExecKill(EventHeader),
     Exec(EventHeader),
     Fork(EventHeader, u32),
     /// Bytes the agent published (only the copied part) and the length it asked for.
@@ -45,6 +47,9 @@ pub fn decode(b: &[u8]) -> Result<Event, DecodeError> {
         }
         EventKind::ApiExit => Event::Exit(read(b).ok_or_else(wrong)?),
         EventKind::ThreadExit => Event::ThreadExit(hdr),
+        EventKind::ExecKill => Event::ExecKill(hdr),
+        // Only ever in the LOADER_EVENTS buffer (collect/loader_stops.rs), never in EVENTS.
+        EventKind::LoaderStop => return Err(DecodeError::UnknownKind(hdr.kind)),
         EventKind::Exec => Event::Exec(hdr),
         EventKind::Fork => {
             let t: TaskEvent = read(b).ok_or_else(wrong)?;

@@ -1,3 +1,4 @@
 //! Reading what the probes produced.
 pub mod decode;
+pub mod loader_stops;
 pub mod spool;

@@ -119,6 +119,14 @@ impl Joiner {
                     }
                 }
             }
+            Event::ExecKill(h) => {
+                // Another thread's exec ended this one: its open calls end with the exec (the
+                // process lives on under the new image; its Exec event follows).
+                let mut calls = std::mem::take(&mut self.calls);
+                self.pairer.close_thread(h.pid_tgid, h.ts_ns, CallStatus::Exec, &mut calls);
+                self.emit(&mut calls, out);
+                self.calls = calls;
+            }
             Event::Exec(h) => {
                 let pid = (h.pid_tgid >> 32) as u32;
                 let mut calls = std::mem::take(&mut self.calls);

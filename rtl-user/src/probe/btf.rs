@@ -54,6 +54,13 @@ impl Btf {
         Self::parse(&data)
     }
 
+    /// The running kernel's BTF, parsed once per process (~50 ms for 5 MB; a session asks it
+    /// for several offsets while attaching).
+    pub fn kernel() -> Result<&'static Self> {
+        static KERNEL: std::sync::OnceLock<Result<Btf, String>> = std::sync::OnceLock::new();
+        KERNEL.get_or_init(|| Self::from_sys_fs().map_err(|e| format!("{e:#}"))).as_ref().map_err(|e| anyhow::anyhow!("{e}"))
+    }
+
     pub fn parse(b: &[u8]) -> Result<Self> {
         if b.len() < 24 || u16::from_le_bytes([b[0], b[1]]) != MAGIC {
             bail!("not little-endian BTF");
@@ -147,12 +154,31 @@ impl Btf {
 
 /// Offset of `thread.fsbase` in `task_struct` on this kernel (x86-64).
 pub fn fsbase_offset() -> Result<u64> {
-    Btf::from_sys_fs()?.member_offset("task_struct", "thread.fsbase")
+    Btf::kernel()?.member_offset("task_struct", "thread.fsbase")
+}
+
+/// Offsets of `task_struct.pid` and `task_struct.tgid`: the fork probe reads the child's.
+pub fn task_pid_offsets() -> Result<(u64, u64)> {
+    let btf = Btf::kernel()?;
+    Ok((btf.member_offset("task_struct", "pid")?, btf.member_offset("task_struct", "tgid")?))
+}
+
+/// Offsets of `task_struct.signal` and `signal_struct.group_exec_task` (kernel 5.16+): the
+/// exit probe tells a thread killed by another thread's exec from one that exited.
+pub fn exec_task_offsets() -> Result<(u64, u64)> {
+    let btf = Btf::kernel()?;
+    Ok((btf.member_offset("task_struct", "signal")?, btf.member_offset("signal_struct", "group_exec_task")?))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn finds_exec_task_offsets_on_this_kernel() {
+        let (sig, exec) = exec_task_offsets().expect("kernel BTF with signal_struct.group_exec_task (5.16+)");
+        assert!(sig > 0 && sig < 16384 && exec > 0 && exec < 4096, "implausible offsets {sig} {exec}");
+    }
 
     #[test]
     fn finds_fsbase_on_this_kernel() {

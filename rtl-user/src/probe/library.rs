@@ -28,6 +28,9 @@ pub enum LibKind {
     Cudart,
     /// libnvToolsExt.so* / libnvtx3interop.so*: NVTX markers.
     Nvtx,
+    /// ld-linux*.so* / ld-musl*.so*: the dynamic loader, whose `_dl_debug_state` hook tells
+    /// `run` that a process mapped new libraries (probed only by `run`).
+    Loader,
 }
 
 /// Which GPU runtime a session traces (`--runtime`): the libraries it looks for and probes.
@@ -44,7 +47,7 @@ impl Runtime {
     /// Does this runtime probe libraries of that kind? (The agent serves both.)
     pub fn probes(self, kind: LibKind) -> bool {
         match kind {
-            LibKind::Agent => true,
+            LibKind::Agent | LibKind::Loader => true,
             LibKind::Hip | LibKind::Roctx => self == Self::Hip,
             LibKind::Cuda | LibKind::Cudart | LibKind::Nvtx => self == Self::Cuda,
         }
@@ -84,6 +87,8 @@ impl LibKind {
             Some(Self::Cudart)
         } else if name.starts_with("libnvToolsExt.so") || name.starts_with("libnvtx3interop.so") {
             Some(Self::Nvtx)
+        } else if super::dynamic_loader::is_loader_name(name) {
+            Some(Self::Loader)
         } else {
             None
         }
@@ -126,8 +131,18 @@ impl LibraryFile {
     }
 }
 
-/// Libraries of interest mapped by process `pid`.
+/// Libraries of interest mapped by process `pid` (not its dynamic loader).
 pub fn mapped_by(pid: u32) -> Result<Vec<LibraryFile>> {
+    mapped_by_filtered(pid, false)
+}
+
+/// [`mapped_by`], with the process's dynamic loader too (`run` probes it: see
+/// `dynamic_loader.rs`).
+pub fn mapped_by_with_loader(pid: u32) -> Result<Vec<LibraryFile>> {
+    mapped_by_filtered(pid, true)
+}
+
+fn mapped_by_filtered(pid: u32, with_loader: bool) -> Result<Vec<LibraryFile>> {
     let maps_path = format!("/proc/{pid}/maps");
     let maps = fs::read_to_string(&maps_path).with_context(|| format!("cannot read {maps_path}"))?;
     let mut out = Vec::new();
@@ -145,6 +160,9 @@ pub fn mapped_by(pid: u32) -> Result<Vec<LibraryFile>> {
             continue;
         }
         let Some(kind) = LibKind::of(Path::new(path)) else { continue };
+        if kind == LibKind::Loader && !with_loader {
+            continue;
+        }
         if !seen.insert(path.to_string()) {
             continue;
         }
@@ -273,7 +291,7 @@ pub fn installed_for(
         let Ok(rd) = fs::read_dir(&d) else { continue };
         for e in rd.flatten() {
             let p = e.path();
-            if let Some(kind) = LibKind::of(&p).filter(|k| runtime.probes(*k)) {
+            if let Some(kind) = LibKind::of(&p).filter(|k| runtime.probes(*k)).filter(|k| *k != LibKind::Loader || command.is_some()) {
                 if let Ok(lib) = LibraryFile::open(p.clone(), p.display().to_string(), kind) {
                     out.push(lib);
                 }

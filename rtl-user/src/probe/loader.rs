@@ -10,15 +10,16 @@ use std::path::Path;
 
 use anyhow::{anyhow, bail, Context, Result};
 use aya::maps::{Array, HashMap as BpfHashMap, MapData, PerCpuArray, RingBuf};
-use aya::programs::{TracePoint, UProbe};
+use aya::programs::{RawTracePoint, UProbe};
 use aya::programs::uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeScope};
+use aya::sys::{is_uprobe_multi_supported, UProbeMultiFeature};
 use aya::{Ebpf, EbpfLoader};
 use rtl_common::{config, cookie, counter};
 
 use super::apis::{self, ApiSpec, Lib};
+use super::dynamic_loader::LoaderHook;
 use super::library::{LibKind, LibraryFile, Runtime};
 use super::symbols::Symbols;
-use super::tracefs;
 
 /// The eBPF object, built by build.rs from the rtl-ebpf crate.
 static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/rtl-ebpf"));
@@ -91,6 +92,13 @@ pub struct AttachReport {
     pub missing: Vec<String>,
 }
 
+/// How [`Probes::release`] removed the probes.
+#[derive(Debug, Clone, Copy)]
+pub enum Detached {
+    Foreground { ms: f64 },
+    Background { pid: u32 },
+}
+
 /// Options fixed at load time.
 pub struct LoadOptions {
     pub ringbuf_bytes: u32,
@@ -100,13 +108,61 @@ pub struct LoadOptions {
     pub fsbase_offset: u64,
     /// The runtime whose libraries are probed (`--runtime`); others are skipped.
     pub runtime: Runtime,
+    /// Stop traced processes at dynamic-loader events until their new libraries are probed
+    /// (`run`); also decides whether dynamic loaders are probed at all.
+    pub loader_stop: bool,
+}
+
+/// How uprobes are attached: chosen once at load, from what the kernel supports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LinkKind {
+    /// `uprobe_multi` links (kernel 6.6+): one link for every entry probe of a library and one for
+    /// every return probe. Removal costs one RCU synchronisation per link, so detaching takes
+    /// milliseconds and never holds up another session's attach for long.
+    Multi,
+    /// One perf-event link per probe and kind (older kernels): each costs the kernel one RCU
+    /// synchronisation to remove (~0.25 s here), under a mutex other attaches wait on.
+    PerProbe,
+}
+
+impl LinkKind {
+    /// The name recorded in the trace's metadata (`uprobe_links`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Multi => "uprobe_multi",
+            Self::PerProbe => "perf_event",
+        }
+    }
+
+    /// The eBPF program that serves `role` ("api_enter", "api_exit", "agent_publish") for links
+    /// of this kind: the object holds each program once per kind (rtl-ebpf/src/main.rs).
+    fn program(self, role: &str) -> String {
+        match self {
+            Self::Multi => role.to_string(),
+            Self::PerProbe => format!("{role}_single"),
+        }
+    }
+
+    /// Detects the kind the running kernel supports (`RTL_EBPF_LINKS=perf_event` forces the
+    /// fallback, for tests and for kernels whose multi links misbehave).
+    fn detect() -> Self {
+        if std::env::var("RTL_EBPF_LINKS").is_ok_and(|v| v == "perf_event") {
+            return Self::PerProbe;
+        }
+        match is_uprobe_multi_supported(UProbeMultiFeature::LinkCreation) {
+            Ok(true) => Self::Multi,
+            _ => Self::PerProbe,
+        }
+    }
 }
 
 pub struct Probes {
     ebpf: Ebpf,
+    pub links: LinkKind,
     pub table: ProbeTable,
     selection: ApiSelection,
     runtime: Runtime,
+    loader_stop: bool,
     attached: HashMap<(u64, u64), AttachReport>,
 }
 
@@ -117,38 +173,55 @@ impl Probes {
             .map_max_entries("EVENTS", opts.ringbuf_bytes)
             .load(EBPF_OBJECT)
             .map_err(load_error)?;
-        for name in ["api_enter", "api_exit", "agent_publish"] {
-            let p: &mut UProbe = program(&mut ebpf, name)?.try_into()?;
+        let links = LinkKind::detect();
+        for role in ["api_enter", "api_exit", "agent_publish", "loader_notify"] {
+            let name = links.program(role);
+            let p: &mut UProbe = program(&mut ebpf, &name)?.try_into()?;
             p.load().map_err(|e| anyhow!("loading eBPF program {name}: {e}"))?;
         }
         for name in ["task_fork", "task_exec", "task_exit"] {
-            let p: &mut TracePoint = program(&mut ebpf, name)?.try_into()?;
+            let p: &mut RawTracePoint = program(&mut ebpf, name)?.try_into()?;
             p.load().map_err(|e| anyhow!("loading eBPF program {name}: {e}"))?;
         }
         let mut me =
-            Self { ebpf, table: ProbeTable::default(), selection, runtime: opts.runtime, attached: HashMap::new() };
-        let fork = tracefs::FORK_FORMAT.read()?;
+            Self {
+            ebpf,
+            links,
+            table: ProbeTable::default(),
+            selection,
+            runtime: opts.runtime,
+            loader_stop: opts.loader_stop,
+            attached: HashMap::new(),
+        };
+        let (pid_off, tgid_off) = super::btf::task_pid_offsets().context("following forks needs kernel BTF (/sys/kernel/btf/vmlinux)")?;
         me.set_config(config::TRACE_ALL, opts.trace_all as u64)?;
         me.set_config(config::FOLLOW_FORKS, opts.follow_forks as u64)?;
-        me.set_config(config::FORK_PARENT_PID_OFF, fork.parent_pid_offset)?;
-        me.set_config(config::FORK_CHILD_PID_OFF, fork.child_pid_offset)?;
+        me.set_config(config::TASK_PID_OFF, pid_off)?;
+        me.set_config(config::TASK_TGID_OFF, tgid_off)?;
         me.set_config(config::FSBASE_OFFSET, opts.fsbase_offset)?;
         // Wake the reader at 1/16 of the buffer; it also drains every DRAIN_INTERVAL.
         me.set_config(config::WAKEUP_BYTES, (opts.ringbuf_bytes / 16) as u64)?;
+        me.set_config(config::LOADER_STOP, opts.loader_stop as u64)?;
+        // Without these offsets a thread killed by another thread's exec reads as a plain exit.
+        if let Ok((sig, exec)) = super::btf::exec_task_offsets() {
+            me.set_config(config::TASK_SIGNAL_OFF, sig)?;
+            me.set_config(config::SIGNAL_EXEC_TASK_OFF, exec)?;
+        }
         Ok(me)
     }
 
     fn set_config(&mut self, slot: u32, value: u64) -> Result<()> {
         let mut cfg: Array<&mut MapData, u64> = Array::try_from(self.ebpf.map_mut("CONFIG").context("CONFIG map")?)?;
-        cfg.set(slot, value, 0).context("writing the CONFIG map")?;
+        cfg.set(slot, &value, 0).context("writing the CONFIG map")?;
         Ok(())
     }
 
-    /// Attaches the fork/exec/exit tracepoints.
+    /// Attaches the fork/exec/exit raw tracepoints (no tracefs, no event_mutex: see
+    /// `task_fork` in the eBPF programs).
     pub fn attach_tracepoints(&mut self) -> Result<()> {
         for (prog, event) in [("task_fork", "sched_process_fork"), ("task_exec", "sched_process_exec"), ("task_exit", "sched_process_exit")] {
-            let p: &mut TracePoint = program(&mut self.ebpf, prog)?.try_into()?;
-            p.attach("sched", event).with_context(|| format!("attaching tracepoint sched:{event}"))?;
+            let p: &mut RawTracePoint = program(&mut self.ebpf, prog)?.try_into()?;
+            p.attach(event).with_context(|| format!("attaching raw tracepoint {event}"))?;
         }
         Ok(())
     }
@@ -157,7 +230,7 @@ impl Probes {
     pub fn trace_pid(&mut self, pid: u32) -> Result<()> {
         let mut m: BpfHashMap<&mut MapData, u32, u8> =
             BpfHashMap::try_from(self.ebpf.map_mut("TRACED").context("TRACED map")?)?;
-        m.insert(pid, 1, 0).with_context(|| format!("adding pid {pid} to the process filter"))?;
+        m.insert(&pid, &1, 0).with_context(|| format!("adding pid {pid} to the process filter"))?;
         Ok(())
     }
 
@@ -169,7 +242,7 @@ impl Probes {
     /// Attaches entry and return probes for the selected APIs to one library file (once per
     /// inode; a second call for the same file does nothing and returns None).
     pub fn attach_library(&mut self, lib: &LibraryFile) -> Result<Option<AttachReport>> {
-        if self.is_attached(lib) || !self.runtime.probes(lib.kind) {
+        if self.is_attached(lib) || !self.runtime.probes(lib.kind) || (lib.kind == LibKind::Loader && !self.loader_stop) {
             return Ok(None);
         }
         let syms = Symbols::read(&lib.attach_path())?;
@@ -185,9 +258,24 @@ impl Probes {
             let off = syms.offset("rtl_agent_publish").with_context(|| {
                 format!("{} does not export rtl_agent_publish: not an rtl-ebpf agent", lib.display)
             })?;
-            let p: &mut UProbe = program(&mut self.ebpf, "agent_publish")?.try_into()?;
-            p.attach(UProbeAttachLocation::AbsoluteOffset(off), &target, UProbeScope::AllProcesses)
+            let name = self.links.program("agent_publish");
+            let p: &mut UProbe = program(&mut self.ebpf, &name)?.try_into()?;
+            p.attach([UProbeAttachLocation::AbsoluteOffset(off)], &target, UProbeScope::AllProcesses)
                 .with_context(|| format!("attaching to rtl_agent_publish in {}", lib.display))?;
+            report.probed = 1;
+            self.attached.insert(lib.key(), report.clone());
+            return Ok(Some(report));
+        }
+        if lib.kind == LibKind::Loader {
+            let hook = LoaderHook::read(&target, &syms).with_context(|| lib.display.clone())?;
+            let name = self.links.program("loader_notify");
+            let p: &mut UProbe = program(&mut self.ebpf, &name)?.try_into()?;
+            let point = UProbeAttachPoint {
+                location: UProbeAttachLocation::AbsoluteOffset(hook.offset),
+                cookie: Some(hook.r_debug_delta as u64),
+            };
+            p.attach([point], &target, UProbeScope::AllProcesses)
+                .with_context(|| format!("attaching to _dl_debug_state in {}", lib.display))?;
             report.probed = 1;
             self.attached.insert(lib.key(), report.clone());
             return Ok(Some(report));
@@ -198,24 +286,39 @@ impl Probes {
             LibKind::Cuda => Lib::Cuda,
             LibKind::Cudart => Lib::Cudart,
             LibKind::Nvtx => Lib::Nvtx,
-            LibKind::Agent => unreachable!("handled above"),
+            LibKind::Agent | LibKind::Loader => unreachable!("handled above"),
         };
         let selected = select(&self.selection, want, &syms);
+        // One (offset, cookie) per probed function; an offset probed twice (two names for one
+        // function) is probed once, under its first name.
+        let mut points: Vec<(u64, u64)> = Vec::with_capacity(selected.len());
+        let mut seen = std::collections::HashSet::new();
         for (name, spec) in selected {
             let Some(off) = syms.offset(&name) else {
                 report.missing.push(name);
                 continue;
             };
-            let id = self.table.intern(&name, spec)?;
-            let ck = cookie::make(id, spec.stack_words, spec.string_arg, spec.out_arg);
-            for prog in ["api_enter", "api_exit"] {
-                let p: &mut UProbe = program(&mut self.ebpf, prog)?.try_into()?;
-                let point = UProbeAttachPoint { location: UProbeAttachLocation::AbsoluteOffset(off), cookie: Some(ck) };
-                p.attach(point, &target, UProbeScope::AllProcesses)
-                    .with_context(|| format!("attaching {prog} to {name} in {}", lib.display))?;
+            if !seen.insert(off) {
+                continue;
             }
-            report.probed += 1;
+            let id = self.table.intern(&name, spec)?;
+            points.push((off, cookie::make(id, spec.stack_words, spec.string_arg, spec.out_arg)));
         }
+        if !points.is_empty() {
+            // Entry and return probes: one link each (uprobe_multi), or one per point.
+            for role in ["api_enter", "api_exit"] {
+                let name = self.links.program(role);
+                let p: &mut UProbe = program(&mut self.ebpf, &name)?.try_into()?;
+                let pts = points.iter().map(|&(off, ck)| UProbeAttachPoint {
+                    location: UProbeAttachLocation::AbsoluteOffset(off),
+                    cookie: Some(ck),
+                });
+                p.attach(pts, &target, UProbeScope::AllProcesses).with_context(|| {
+                    format!("attaching {role} to {} functions in {}", points.len(), lib.display)
+                })?;
+            }
+        }
+        report.probed = points.len();
         self.attached.insert(lib.key(), report.clone());
         Ok(Some(report))
     }
@@ -225,6 +328,7 @@ impl Probes {
     pub fn quiesce(&mut self) -> Result<()> {
         self.set_config(config::TRACE_ALL, 0)?;
         self.set_config(config::FOLLOW_FORKS, 0)?;
+        self.set_config(config::LOADER_STOP, 0)?;
         let mut m: BpfHashMap<&mut MapData, u32, u8> =
             BpfHashMap::try_from(self.ebpf.map_mut("TRACED").context("TRACED map")?)?;
         let keys: Vec<u32> = m.keys().filter_map(Result::ok).collect();
@@ -234,13 +338,30 @@ impl Probes {
         Ok(())
     }
 
+    /// Removes every probe and unloads the programs. With `uprobe_multi` links this is done
+    /// here, in milliseconds: returns `Detached::Foreground` with the time it took. With per-probe
+    /// perf links (old kernels: one RCU synchronisation per probe, tens of seconds for the default
+    /// set) a background process does it ([`Self::release_in_background`]).
+    pub fn release(self) -> Result<Detached> {
+        match self.links {
+            LinkKind::Multi => {
+                let t = std::time::Instant::now();
+                drop(self);
+                Ok(Detached::Foreground { ms: t.elapsed().as_secs_f64() * 1e3 })
+            }
+            LinkKind::PerProbe => self.release_in_background().map(|pid| Detached::Background { pid }),
+        }
+    }
+
     /// Removes the probes without making the caller wait for the kernel.
     ///
     /// Unregistering a perf-event uprobe waits for RCU grace periods, one probe at a time under a
     /// kernel mutex: 170 probes take tens of seconds. A forked child keeps the kernel objects
     /// alive while this process drops its references (cheap) and exits; the child then exits
-    /// and the kernel removes the (already quiesced) probes. Returns the child's pid.
-    pub fn release_in_background(self) -> Result<u32> {
+    /// and the kernel removes the (already quiesced) probes. The child's standard streams are
+    /// /dev/null: it must not hold a pipe of ours open (`rtl-ebpf ... | cat` would wait for it).
+    /// Returns the child's pid.
+    fn release_in_background(self) -> Result<u32> {
         let mut fds = [0; 2];
         // SAFETY: valid array of two ints.
         if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
@@ -252,6 +373,12 @@ impl Probes {
         if pid == 0 {
             unsafe {
                 libc::close(fds[1]);
+                let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
+                if null >= 0 {
+                    libc::dup2(null, 0);
+                    libc::dup2(null, 1);
+                    libc::dup2(null, 2);
+                }
                 libc::setsid();
                 let mut b = 0u8;
                 // Returns when the parent has dropped its references (it closes the pipe).
@@ -272,6 +399,11 @@ impl Probes {
 
     pub fn attached(&self) -> impl Iterator<Item = &AttachReport> {
         self.attached.values()
+    }
+
+    /// Takes the dynamic-loader stop events' ring buffer out of the object (call once).
+    pub fn take_loader_events(&mut self) -> Result<RingBuf<MapData>> {
+        Ok(RingBuf::try_from(self.ebpf.take_map("LOADER_EVENTS").context("LOADER_EVENTS ring buffer already taken")?)?)
     }
 
     /// Takes the ring buffer out of the object (call once).

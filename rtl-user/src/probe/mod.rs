@@ -1,11 +1,11 @@
 //! The probes: which APIs ([`apis`]), where ([`library`], [`symbols`]), the kernel objects
-//! ([`loader`]) and tracefs ([`tracefs`]).
+//! ([`loader`]) and the kernel facts they need ([`btf`], [`dynamic_loader`]).
 pub mod apis;
 pub mod btf;
+pub mod dynamic_loader;
 pub mod library;
 pub mod loader;
 pub mod symbols;
-pub mod tracefs;
 
 use std::path::Path;
 
@@ -28,7 +28,7 @@ pub fn list_apis(lib: Option<&Path>, sel: &loader::ApiSelection, runtime: librar
         library::LibKind::Cuda => apis::Lib::Cuda,
         library::LibKind::Cudart => apis::Lib::Cudart,
         library::LibKind::Nvtx => apis::Lib::Nvtx,
-        library::LibKind::Hip | library::LibKind::Agent => apis::Lib::Hip,
+        library::LibKind::Hip | library::LibKind::Agent | library::LibKind::Loader => apis::Lib::Hip,
     };
     let syms = symbols::Symbols::read(&path)?;
     let names: Vec<String> = match sel {

@@ -50,7 +50,18 @@ pub fn rtl_run(args: &[&str]) -> Output {
 
 /// Starts rtl-ebpf and waits until it has attached (its "functions probed" line).
 pub fn rtl_start(args: &[&str]) -> Child {
-    let mut c = Command::new(rtl()).args(args).stderr(Stdio::piped()).stdout(Stdio::null()).spawn().unwrap();
+    rtl_start_with(args, &[])
+}
+
+/// [`rtl_start`] with extra environment variables.
+pub fn rtl_start_with(args: &[&str], env: &[(&str, &str)]) -> Child {
+    let mut c = Command::new(rtl())
+        .args(args)
+        .envs(env.iter().copied())
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
     let mut r = BufReader::new(c.stderr.take().unwrap());
     // Attaching waits on a kernel mutex that another session's probe removal may hold for a
     // while (tests run concurrently): allow for it.

@@ -1,0 +1,134 @@
+//! The probe lifecycle (issue 12): sessions that overlap start and stop independently, and
+//! `run` probes a library the command loads from its own path before its first call.
+
+mod common;
+
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use common::*;
+
+const HIP: &str = "/usr/lib/x86_64-linux-gnu/libamdhip64.so.5";
+
+/// Session A's APIs: a few, so its per-probe removal (~0.25 s a probe here) keeps the kernel
+/// busy for seconds, not the ~40 s of the default set, while B attaches and traces.
+const A_APIS: &str = "hipGetErrorString,hipGetDeviceCount,hipMalloc,hipFree,hipMemcpy,hipStreamSynchronize,hipDeviceSynchronize,hipLaunchKernel";
+
+fn count(db: &std::path::Path, pid: u32, api: &str) -> usize {
+    traced_calls(db).iter().filter(|c| c.pid == pid && c.name == api && c.status == 0).count()
+}
+
+/// Starts hot_loop waiting for SIGUSR1; returns it once it printed its ready line.
+fn waiting_workload(calls: u64) -> (std::process::Child, u32) {
+    let mut w = Command::new(workload("hot_loop"))
+        .args(["--api", "getdevicecount", "--calls", &calls.to_string(), "--wait-signal"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(w.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    assert!(line.contains("\"ready\":true"), "hot_loop did not say it is ready: {line:?}");
+    let pid = w.id();
+    // Keep reading its stdout so it never blocks on a full pipe.
+    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+    (w, pid)
+}
+
+/// Start A (`--all`), start B (`attach --pid X`), stop A, then X makes its calls while A
+/// detaches: B traces every one of them, and both exit cleanly. `links` is A's link kind: the
+/// per-probe fallback's slow removal is the case that used to hold B up.
+fn overlapping(links: &str) {
+    require_root();
+    let d = tmpdir();
+    let (a_db, b_db) = (d.path().join("a.db"), d.path().join("b.db"));
+    let calls = 20_000u64;
+    let (mut w, pid) = waiting_workload(calls);
+    let a = rtl_start_with(&["--all", "--quiet", "--gpu", "none", "--apis", A_APIS, "--lib", HIP, "-o", a_db.to_str().unwrap()], &[("RTL_EBPF_LINKS", links)]);
+    let b = rtl_start(&["attach", "--pid", &pid.to_string(), "--quiet", "--gpu", "none", "-o", b_db.to_str().unwrap()]);
+    let t = Instant::now();
+    rtl_stop(a);
+    eprintln!("A ({links} links) stopped in {:.2} s", t.elapsed().as_secs_f64());
+    signal(pid, libc::SIGUSR1);
+    let s = wait_exit(&mut w, 120);
+    assert!(s.success(), "hot_loop exited with {s}");
+    rtl_stop(b);
+    assert_eq!(count(&b_db, pid, "hipGetDeviceCount"), calls as usize, "B's trace must hold every call X made");
+    assert_eq!(meta(&b_db, "ringbuf_drops").as_deref(), Some("0"));
+    assert_eq!(meta(&a_db, "uprobe_links").as_deref(), Some(links));
+}
+
+#[test]
+fn overlapping_sessions_multi_links() {
+    overlapping("uprobe_multi");
+}
+
+#[test]
+fn overlapping_sessions_beside_a_per_probe_detach() {
+    overlapping("perf_event");
+}
+
+/// The second session attaches while the first one is detaching, and still traces every call.
+#[test]
+fn a_session_started_during_another_detach_traces_everything() {
+    require_root();
+    let d = tmpdir();
+    let (a_db, b_db) = (d.path().join("a.db"), d.path().join("b.db"));
+    let calls = 5_000u64;
+    let (mut w, pid) = waiting_workload(calls);
+    let mut a =
+        rtl_start_with(&["--all", "--quiet", "--gpu", "none", "--apis", A_APIS, "--lib", HIP, "-o", a_db.to_str().unwrap()], &[("RTL_EBPF_LINKS", "perf_event")]);
+    signal(a.id(), libc::SIGINT);
+    let b = rtl_start(&["attach", "--pid", &pid.to_string(), "--quiet", "--gpu", "none", "-o", b_db.to_str().unwrap()]);
+    signal(pid, libc::SIGUSR1);
+    assert!(wait_exit(&mut w, 120).success());
+    rtl_stop(b);
+    assert!(wait_exit(&mut a, 120).success());
+    assert_eq!(count(&b_db, pid, "hipGetDeviceCount"), calls as usize);
+    let waited: f64 = meta(&b_db, "attach_kernel_wait_ms").unwrap().parse().unwrap();
+    eprintln!("B's attach waited {waited} ms for the kernel");
+}
+
+/// `run` of a command that dlopens copies of libamdhip64 from a directory no search path
+/// names and calls them at once: the loader probe stops it until each copy is probed, so every
+/// call is traced from the first.
+#[test]
+fn run_probes_a_dlopened_library_before_its_first_call() {
+    require_root();
+    let d = tmpdir();
+    let db = d.path().join("t.db");
+    let mut libs = Vec::new();
+    for i in 0..3 {
+        let dir = d.path().join(format!("copy{i}"));
+        std::fs::create_dir(&dir).unwrap();
+        let p = dir.join("libamdhip64.so.5");
+        std::fs::copy(HIP, &p).unwrap();
+        libs.push(p.display().to_string());
+    }
+    let calls = 200u64;
+    let mut args = vec!["run".to_string(), "--gpu".into(), "none".into(), "-o".into(), db.display().to_string(), "--".into()];
+    args.push(workload("dlopen_late").display().to_string());
+    args.push(calls.to_string());
+    args.extend(libs.iter().cloned());
+    let out = Command::new(rtl()).args(&args).env_remove("LD_LIBRARY_PATH").output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    eprintln!("{err}");
+    assert!(out.status.success(), "rtl-ebpf run failed");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let v: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    let pid = v["pid"].as_u64().unwrap() as u32;
+    assert_eq!(v["total_calls"].as_u64(), Some(3 * calls));
+    let traced = traced_calls(&db);
+    let mine: Vec<_> = traced.iter().filter(|c| c.pid == pid && c.name == "hipGetDeviceCount").collect();
+    assert_eq!(mine.len() as u64, 3 * calls, "every call through the three dlopened copies is traced");
+    assert!(mine.iter().all(|c| c.status == 0));
+    let libs_probed: i64 = rusqlite::Connection::open(&db)
+        .unwrap()
+        .query_row("SELECT count(*) FROM rtl_library WHERE path LIKE '%/copy_/libamdhip64.so.5'", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(libs_probed, 3, "each copy is recorded as a probed library");
+    let stops: u64 = meta(&db, "loader_stops").unwrap().parse().unwrap();
+    assert!(stops >= 3, "at least one loader stop per dlopen: {stops}");
+    assert_eq!(meta(&db, "loader_events_lost").as_deref(), Some("0"));
+    // Nothing is left stopped: the command finished (we got its output) and so did we.
+}
