@@ -32,6 +32,9 @@ pub enum EventKind {
     /// A thread of a traced process was killed because another thread called exec
     /// ([`TaskEvent`]); its open calls end with the exec.
     ExecKill = 9,
+    /// Entry into a probed API that takes no stack arguments ([`ApiEnterShort`]): the common
+    /// case, 48 bytes smaller than [`ApiEnter`] (one cache line less per call).
+    ApiEnterShort = 10,
 }
 
 impl EventKind {
@@ -46,6 +49,7 @@ impl EventKind {
             7 => Self::AgentBatch,
             8 => Self::LoaderStop,
             9 => Self::ExecKill,
+            10 => Self::ApiEnterShort,
             _ => return None,
         })
     }
@@ -81,6 +85,18 @@ pub struct ApiEnter {
     /// The calling thread's fs base (`pthread_self()`), read from `task_struct` when the
     /// collector supplied the offset (`config::FSBASE_OFFSET`), else 0. The HIP profiler names
     /// threads by a hash of it; this is how its records are matched to our calls.
+    pub fsbase: u64,
+}
+
+/// [`ApiEnter`] without the stack words: what the entry probe writes for an API whose cookie
+/// asks for none. The collector reads it as an `ApiEnter` with `args[6..]` zero.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ApiEnterShort {
+    pub hdr: EventHeader,
+    /// The six integer argument registers.
+    pub args: [u64; 6],
+    /// As [`ApiEnter::fsbase`].
     pub fsbase: u64,
 }
 

@@ -21,7 +21,7 @@ use aya_ebpf::{
     EbpfContext,
 };
 use rtl_common::{
-    config, cookie, counter, AgentBatch, ApiEnter, ApiExit, EventHeader, EventKind, StringEnter,
+    config, cookie, counter, AgentBatch, ApiEnter, ApiEnterShort, ApiExit, EventHeader, EventKind, StringEnter,
     TaskEvent, AGENT_BATCH_MAX, MAX_ARGS, MAX_STACK_ARGS, RINGBUF_BYTES,
 };
 
@@ -245,7 +245,7 @@ fn enter(ctx: ProbeContext) -> u32 {
             }
         }
         slot.submit(wakeup_flags(core::mem::size_of::<StringEnter>()));
-    } else {
+    } else if (ck >> cookie::STACK_SHIFT) & cookie::STACK_MASK != 0 {
         let Some(mut slot) = EVENTS.reserve::<ApiEnter>(0) else {
             bump(counter::RINGBUF_DROPS);
             return 0;
@@ -253,8 +253,36 @@ fn enter(ctx: ProbeContext) -> u32 {
         // SAFETY: exclusively owned reserved slot.
         unsafe { fill_enter(&ctx, &regs, &mut *slot.as_mut_ptr(), EventKind::ApiEnter, ck, pid_tgid) };
         slot.submit(wakeup_flags(core::mem::size_of::<ApiEnter>()));
+    } else {
+        // The common case: register arguments only, in the short record.
+        let Some(mut slot) = EVENTS.reserve::<ApiEnterShort>(0) else {
+            bump(counter::RINGBUF_DROPS);
+            return 0;
+        };
+        let ev = slot.as_mut_ptr();
+        // SAFETY: exclusively owned reserved slot.
+        unsafe {
+            (*ev).hdr = header(EventKind::ApiEnterShort, (ck & cookie::API_MASK) as u32, pid_tgid);
+            (*ev).args = regs;
+            (*ev).fsbase = fsbase();
+        }
+        slot.submit(wakeup_flags(core::mem::size_of::<ApiEnterShort>()));
     }
     0
+}
+
+/// The calling thread's fs base (`pthread_self()`), when the collector gave its offset.
+#[inline(always)]
+fn fsbase() -> u64 {
+    let fsoff = cfg(config::FSBASE_OFFSET);
+    if fsoff == 0 {
+        return 0;
+    }
+    // SAFETY: checked kernel read at the offset from the kernel's own BTF.
+    unsafe {
+        let task = bpf_get_current_task() as *const u8;
+        bpf_probe_read_kernel(task.add(fsoff as usize) as *const u64).unwrap_or(0)
+    }
 }
 
 /// The six integer argument registers, read at constant offsets (the verifier refuses
@@ -293,12 +321,7 @@ unsafe fn fill_enter(ctx: &ProbeContext, regs: &[u64; 6], ev: &mut ApiEnter, kin
             i += 1;
         }
     }
-    ev.fsbase = 0;
-    let fsoff = cfg(config::FSBASE_OFFSET);
-    if fsoff != 0 {
-        let task = bpf_get_current_task() as *const u8;
-        ev.fsbase = bpf_probe_read_kernel(task.add(fsoff as usize) as *const u64).unwrap_or(0);
-    }
+    ev.fsbase = fsbase();
 }
 
 #[inline(always)]

@@ -325,7 +325,8 @@ fn hold_write_lock(db: &Path) -> Connection {
 /// trace's write lock; returns once the burst is over, the lock still held.
 fn burst_with_the_writer_locked(db: &Path, truth: &Path) -> (Tracer, Connection) {
     let mut app = hot_loop_waiting(&["--threads", "2", "--seconds", "2", "--api", "geterrorstring"], truth);
-    let t = Tracer::start(&["attach", "--quiet", "--apis", FAST_API, "--pid", &app.id().to_string(), "-o", db.to_str().unwrap()]);
+    // A 4 MiB ring buffer: the burst outgrows it many times over even on a slow, busy machine.
+    let t = Tracer::start(&["attach", "--quiet", "--buffer-mb", "4", "--apis", FAST_API, "--pid", &app.id().to_string(), "-o", db.to_str().unwrap()]);
     let lock = hold_write_lock(db);
     signal(app.id(), libc::SIGUSR1);
     assert!(wait_exit(&mut app, 60).success());
@@ -334,9 +335,9 @@ fn burst_with_the_writer_locked(db: &Path, truth: &Path) -> (Tracer, Connection)
 
 /// A writer that cannot write (another process holds the trace's write lock) no longer means
 /// drops: the reader keeps emptying the ring buffer into the spool (memory, then the file), and
-/// once the lock is released everything is written. The default 64 MiB ring buffer against a
-/// 2 s burst of two threads at full speed (hundreds of MiB of records): without the spool, all
-/// but the first fraction of a second would be dropped.
+/// once the lock is released everything is written. A 4 MiB ring buffer against a 2 s burst of
+/// two threads at full speed (tens to hundreds of MiB of records): without the spool, all but
+/// the first fraction of a second would be dropped.
 #[test]
 fn a_blocked_writer_spools_the_burst_and_loses_nothing() {
     let _heavy = heavy();
@@ -357,9 +358,9 @@ fn a_blocked_writer_spools_the_burst_and_loses_nothing() {
     assert_eq!(drops, 0, "records dropped although the spool had room (peak backlog {peak} bytes)");
     assert_eq!(meta(&db, "spool_discarded_records").as_deref(), Some("0"));
     // The writer was blocked for the whole burst, so the backlog held (nearly) every record:
-    // 176 bytes a call (entry 128 + return 48) plus the spool's 8-byte headers.
-    assert!(peak >= made * 176 / 2, "the backlog ({peak} bytes) should hold the burst's {made} calls: the writer was blocked");
-    assert!(made * 176 > 64 << 20, "the burst ({made} calls) must outgrow the 64 MiB ring buffer for this test to mean anything");
+    // 128 bytes a call (the short entry record 80 + return 48) plus the spool's 8-byte headers.
+    assert!(peak >= made * 128 / 2, "the backlog ({peak} bytes) should hold the burst's {made} calls: the writer was blocked");
+    assert!(made * 128 > 4 << 20, "the burst ({made} calls) must outgrow the 4 MiB ring buffer for this test to mean anything");
     check_accounting(&db, made, 4);
     assert_eq!(count(&db, "SELECT count(*) FROM rocpd_api") as u64, made, "every call written");
     eprintln!("blocked writer: {made} calls, backlog peak {} MiB, 0 drops", peak >> 20);

@@ -223,10 +223,10 @@ fn hostile_ring_buffer_records_are_rejected_not_trusted() {
         for x in b.iter_mut() {
             *x = rng.next() as u8;
         }
-        let kind = 1 + (rng.next() % 6) as u32;
+        let kind = 1 + (rng.next() % 10) as u32;
         b[..4].copy_from_slice(&kind.to_le_bytes());
         b[8..16].copy_from_slice(&(((rng.next() % 4) << 32) | (rng.next() % 4)).to_le_bytes());
-        if let Ok(ev) = decode(&b[..match kind { 1 => 128, 2 => 48, 3 => 128 + 256, _ => 32 }.min(b.len())]) {
+        if let Ok(ev) = decode(&b[..match kind { 1 => 128, 2 => 48, 3 => 128 + 256, 10 => 80, _ => 32 }.min(b.len())]) {
             j.push(ev, &mut rows);
         }
     }

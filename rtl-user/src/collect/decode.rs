@@ -1,7 +1,7 @@
 //! Ring-buffer records -> typed events. Every record is length-checked before it is read;
 //! a record of unknown kind or wrong size is counted, never trusted.
 
-use rtl_common::{AgentBatch, ApiEnter, ApiExit, EventHeader, EventKind, StringEnter, TaskEvent};
+use rtl_common::{AgentBatch, ApiEnter, ApiEnterShort, ApiExit, EventHeader, EventKind, StringEnter, TaskEvent};
 
 /// One decoded ring-buffer record.
 #[derive(Debug, Clone)]
@@ -40,6 +40,12 @@ pub fn decode(b: &[u8]) -> Result<Event, DecodeError> {
     let wrong = || DecodeError::WrongSize { kind: hdr.kind, len: b.len() };
     Ok(match kind {
         EventKind::ApiEnter => Event::Enter(read(b).ok_or_else(wrong)?),
+        EventKind::ApiEnterShort => {
+            let e: ApiEnterShort = read(b).ok_or_else(wrong)?;
+            let mut args = [0u64; rtl_common::MAX_ARGS];
+            args[..6].copy_from_slice(&e.args);
+            Event::Enter(ApiEnter { hdr: e.hdr, args, fsbase: e.fsbase })
+        }
         EventKind::StringEnter => {
             let s: StringEnter = read(b).ok_or_else(wrong)?;
             let n = s.text.iter().position(|&c| c == 0).unwrap_or(s.text.len());
@@ -98,6 +104,27 @@ mod tests {
         let mut bad = b.clone();
         bad[0] = 99;
         assert_eq!(decode(&bad).unwrap_err(), DecodeError::UnknownKind(99));
+    }
+
+    #[test]
+    fn short_enter_reads_as_an_enter_without_stack_words() {
+        let e = ApiEnterShort {
+            hdr: EventHeader { kind: EventKind::ApiEnterShort as u32, api_id: 4, pid_tgid: (7 << 32) | 9, ts_ns: 12 },
+            args: [1, 2, 3, 4, 5, 6],
+            fsbase: 0x7f00,
+        };
+        let b = bytes(&e);
+        assert_eq!(b.len(), 80, "the short record is 48 bytes smaller than ApiEnter");
+        match decode(&b).unwrap() {
+            Event::Enter(d) => {
+                assert_eq!(d.hdr.kind, EventKind::ApiEnterShort as u32);
+                assert_eq!(&d.args[..6], &[1, 2, 3, 4, 5, 6]);
+                assert!(d.args[6..].iter().all(|&a| a == 0));
+                assert_eq!(d.fsbase, 0x7f00);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(decode(&b[..70]), Err(DecodeError::WrongSize { .. })));
     }
 
     #[test]
