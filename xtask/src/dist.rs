@@ -68,7 +68,8 @@ pub fn doc_files() -> Result<Vec<String>> {
 
 /// Every file of the package relative to the prefix, as the layout and docs/ say it must be.
 pub fn expected_files() -> Result<Vec<String>> {
-    let mut v: Vec<String> = vec![Layout::BIN.into(), Layout::AGENT.into(), Layout::MAN.into(), format!("{}/copyright", Layout::DOC)];
+    let mut v: Vec<String> =
+        vec![Layout::BIN.into(), Layout::AGENT.into(), Layout::MAN.into(), format!("{}/copyright", Layout::DOC), format!("{}/changelog.gz", Layout::DOC)];
     v.extend(doc_files()?.into_iter().map(|d| format!("{}/{d}", Layout::DOC)));
     v.sort();
     Ok(v)
@@ -139,7 +140,12 @@ fn install_tree(prefix: &Path, bin: &Path, agent: &Path) -> Result<Vec<String>> 
         let bytes = fs::read(&src).with_context(|| format!("cannot read {}", src.display()))?;
         write_file(&doc.join(&d), &bytes, 0o644)?;
     }
-    write_file(&doc.join("copyright"), copyright().as_bytes(), 0o644)?;
+    let commit = Commit::head()?;
+    write_file(&doc.join("copyright"), copyright(&commit).as_bytes(), 0o644)?;
+    // Debian policy: every package has a changelog; this one says what it was built from.
+    let changelog = doc.join("changelog");
+    write_file(&changelog, changelog_text(&commit).as_bytes(), 0o644)?;
+    cmd("gzip").args(["-9", "-n", "-f"]).arg(&changelog).run()?;
     let mut files = Vec::new();
     walk(prefix, prefix, &mut files)?;
     files.sort();
@@ -249,17 +255,50 @@ fn write_control(tree: &Path, v: &str, arch: &str, depends: &str) -> Result<()> 
     write_file(&tree.join("DEBIAN/md5sums"), sums.as_bytes(), 0o644)
 }
 
-fn copyright() -> String {
+/// The commit the package is built from (its hash, date and year), for the changelog and the
+/// copyright year.
+struct Commit {
+    hash: String,
+    date: String,
+    year: String,
+}
+
+impl Commit {
+    fn head() -> Result<Self> {
+        let out = cmd("git").args(["log", "-1", "--format=%H%n%aD%n%ad", "--date=format:%Y"]).current_dir(root()).output()?;
+        let mut l = out.lines();
+        match (l.next(), l.next(), l.next()) {
+            (Some(h), Some(d), Some(y)) => Ok(Self { hash: h.into(), date: d.into(), year: y.into() }),
+            _ => bail!("git log printed {out:?}: the package is built from a git checkout"),
+        }
+    }
+}
+
+fn changelog_text(c: &Commit) -> String {
+    let dirty = if cmd("git").args(["diff", "--quiet", "HEAD"]).current_dir(root()).ok() { "" } else { ", with uncommitted changes" };
+    format!(
+        "{PACKAGE} ({v}) unstable; urgency=medium\n\n  * Built by `cargo xtask dist` from commit\n    {h}{dirty}.\n\n -- {MAINTAINER}  {d}\n",
+        v = version(),
+        h = c.hash,
+        d = c.date
+    )
+}
+
+fn copyright(c: &Commit) -> String {
+    let year = &c.year;
     format!(
         "Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/\n\
          Upstream-Name: {PACKAGE}\n\
          Upstream-Contact: {MAINTAINER}\n\
          \n\
          Files: *\n\
-         Copyright: the rtl-ebpf authors\n\
-         License: MIT or Apache-2.0\n \
-         The workspace's Cargo.toml declares `license = \"MIT OR Apache-2.0\"`: use it under\n \
-         either. The Apache License 2.0 is in /usr/share/common-licenses/Apache-2.0.\n\
+         Copyright: {year} the rtl-ebpf authors\n\
+         License: MIT or Apache-2.0\n\
+         Comment: the workspace's Cargo.toml declares `license = \"MIT OR Apache-2.0\"`: use it\n \
+         under either.\n\
+         \n\
+         License: Apache-2.0\n \
+         On Debian systems the Apache License 2.0 is in /usr/share/common-licenses/Apache-2.0.\n\
          \n\
          License: MIT\n \
          Permission is hereby granted, free of charge, to any person obtaining a copy\n \

@@ -1,9 +1,10 @@
-//! The package test (`cargo xtask dist --check`, and a step of `cargo xtask test`): the .deb and
-//! the tarball of `dist.rs` are unpacked into fresh roots under `target/dist-check/`, their file
-//! lists compared with the layout, and the installed binary run from there: `--version`,
-//! `list-apis`, its man page, and a real trace of the demo workload on the ROCm simulator (as
-//! `cargo xtask run` does) in which the agent must come from `../lib/rtl-ebpf/` and every GPU op
-//! of the simulator's ground truth must be in the trace. Needs root (the trace loads eBPF).
+//! The package test (`cargo xtask dist --check`, and a step of `cargo xtask test`): the .deb
+//! (checked by lintian) and the tarball of `dist.rs` are unpacked into fresh roots under
+//! `target/dist-check/`, their file lists compared with the layout, and the installed binary run
+//! from there: `--version`, `list-apis`, its man page, and a real trace of the demo workload on
+//! the ROCm simulator (as `cargo xtask run` does) in which the agent must come from
+//! `../lib/rtl-ebpf/` and every GPU op of the simulator's ground truth must be in the trace.
+//! Needs root (the trace loads eBPF).
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -33,6 +34,9 @@ pub fn run(d: &Dist) -> Result<()> {
         let want_mode = if p == &format!("usr/{}", Layout::BIN) { "-rwxr-xr-x" } else { "-rw-r--r--" };
         ensure!(mode == want_mode && owner == "root/root", "the .deb has {p} as {mode} {owner}, not {want_mode} root/root");
     }
+    // Debian's own package checker: no error, no warning.
+    crate::setup::apt(&["lintian"])?;
+    cmd("lintian").args(["--fail-on", "error,warning", "--tag-display-limit", "0"]).arg(&d.deb).run().context("lintian found problems in the package")?;
     let sysroot = work.join("deb-root");
     cmd("dpkg").arg("-x").arg(&d.deb).arg(&sysroot).run()?;
     installed(&sysroot.join("usr"), &work, "deb")?;
