@@ -12,16 +12,19 @@ on libamdhip64 (no code injected), written as a rocpd SQLite trace.";
 
 const AFTER: &str = "\
 Examples:
-  sudo rtl-ebpf attach --pid 4242 -o server.db      trace a running process
-  sudo rtl-ebpf --all --duration 30 -o node.db     every process on the node for 30 s
-  sudo rtl-ebpf run -o t.db -- python3 serve.py    launch a command and trace its tree
-  rtl-ebpf summary t.db                            top kernels and APIs of a trace
+  sudo rtl-ebpf attach --pid 4242 -o server.db    # a running process
+  sudo rtl-ebpf --all --duration 30 -o node.db   # every process, 30 s
+  sudo rtl-ebpf run -o t.db -- python3 serve.py  # a command, its tree
+  rtl-ebpf summary t.db                          # top kernels and APIs
   rtl-ebpf convert t.db --format perfetto -o t.json.gz
 
-Exit codes: 0 ok (for `run`: the command's own code), 2 bad arguments, 3 not root / no BPF
-permission, 4 kernel lacks uprobes/ring buffers, 5 no such process or no HIP library in it,
-6 library is not a usable ELF, 7 output not writable, 8 input trace unreadable, 1 other.
-Docs: docs/tracing.md (how to trace), docs/trace-format.md (what the columns mean).";
+Exit codes: 0 ok (for `run`: the command's own code), 2 bad arguments,
+3 not root / no BPF permission, 4 kernel lacks uprobes/ring buffers,
+5 no such process or no HIP library in it, 6 library is not a usable ELF
+(or the agent is missing), 7 output not writable, 8 input trace
+unreadable, 1 other.
+Docs: docs/tracing.md (how to trace), docs/trace-format.md (what the
+columns mean); installed: /usr/share/doc/rtl-ebpf/docs/, man rtl-ebpf.";
 
 #[derive(Parser, Debug)]
 #[command(name = "rtl-ebpf", version, about = ABOUT, after_help = AFTER)]
@@ -150,7 +153,8 @@ pub struct TraceOpts {
     #[arg(long, default_value = "auto", value_parser = ["auto", "clr", "hsa", "cupti", "none"])]
     pub gpu: String,
 
-    /// The agent library `run` preloads (default: librtl_agent.so next to this binary).
+    /// The agent library `run` preloads (default: librtl_agent.so next to this binary, else
+    /// ../lib/rtl-ebpf/librtl_agent.so from the binary's directory, where packages install it).
     #[arg(long, value_name = "PATH")]
     pub agent: Option<PathBuf>,
 }

@@ -652,19 +652,34 @@ fn consume(spool: &mut Spool, chunk: Chunk, joiner: &mut Joiner, rows: &mut Vec<
     Ok(())
 }
 
-/// The agent library: `--agent`, or librtl_agent.so next to this binary.
+/// The agent library: `--agent`, or librtl_agent.so next to this binary, or in
+/// ../lib/rtl-ebpf/ from the binary's directory.
 fn find_agent(opts: &TraceOpts) -> Result<PathBuf> {
-    let p = match &opts.agent {
-        Some(p) => p.clone(),
-        None => std::env::current_exe()?.with_file_name("librtl_agent.so"),
+    // --agent PATH, else the agent next to the binary (a build tree: target/release/), else
+    // <exe dir>/../lib/rtl-ebpf/ (an install: /usr/bin + /usr/lib/rtl-ebpf, or a tarball).
+    let looked: Vec<PathBuf> = match &opts.agent {
+        Some(p) => vec![p.clone()],
+        None => {
+            let exe = std::env::current_exe().context("cannot find the rtl-ebpf binary's own path (/proc/self/exe)")?;
+            let dir = exe.parent().unwrap_or(std::path::Path::new("/"));
+            vec![dir.join("librtl_agent.so"), dir.join("../lib/rtl-ebpf/librtl_agent.so")]
+        }
     };
-    if !p.exists() {
-        return Err(anyhow!(Fatal::BadLibrary(format!(
-            "the agent library {} does not exist: build it (cargo build --release -p rtl-agent), pass --agent PATH, or use --gpu none",
-            p.display()
-        ))));
+    match looked.iter().find(|p| p.is_file()) {
+        Some(p) => std::fs::canonicalize(p).with_context(|| format!("cannot resolve the agent library {}", p.display())),
+        None => {
+            let list = looked.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ");
+            let how = if opts.agent.is_some() {
+                "check the --agent path"
+            } else {
+                "install the package (its agent is /usr/lib/rtl-ebpf/librtl_agent.so), build it \
+                 (cargo build --release --ignore-rust-version -p rtl-agent), pass --agent PATH"
+            };
+            Err(anyhow!(Fatal::BadLibrary(format!(
+                "the agent library librtl_agent.so was not found (looked for {list}): {how}, or use --gpu none"
+            ))))
+        }
     }
-    Ok(std::fs::canonicalize(&p)?)
 }
 
 /// The command's environment: ours, with the agent appended to LD_PRELOAD (never replacing what

@@ -3,7 +3,7 @@
 # What each check proves: tests/hw/README.md.
 #
 #   sudo tests/hw/validate.sh            # from a built checkout (cargo xtask build; make -C tests/workloads)
-#   docker run ... rtl-ebpf:rocm         # the image of docker/Dockerfile runs this by default
+#   sudo RTL_HW_RTL=/usr/bin/rtl-ebpf tests/hw/validate.sh   # the package installed (README.md: Install)
 #
 # Environment (all optional):
 #   RTL_HW_RTL               rtl-ebpf binary (default: target/release/rtl-ebpf of this checkout, else PATH)
@@ -65,7 +65,10 @@ record() { # name status detail
 missing=()
 [[ $(id -u) -eq 0 ]] || missing+=("root (eBPF uprobes): run with sudo")
 [[ -x "$RTL" ]] || missing+=("rtl-ebpf at '$RTL': cargo xtask build, or set RTL_HW_RTL")
-[[ -f "$(dirname "$RTL")/librtl_agent.so" ]] || missing+=("librtl_agent.so next to $RTL: cargo build --release -p rtl-agent")
+# The agent where `rtl-ebpf run` looks for it: next to the binary (build tree), or in
+# ../lib/rtl-ebpf/ (the package, the tarball).
+[[ -f "$(dirname "$RTL")/librtl_agent.so" || -f "$(dirname "$RTL")/../lib/rtl-ebpf/librtl_agent.so" ]] ||
+    missing+=("librtl_agent.so next to $RTL or in $(dirname "$RTL")/../lib/rtl-ebpf/: cargo build --release -p rtl-agent, or install the package")
 for w in demo serve_sim graph_replay; do
     [[ -x "$WL/$w" ]] || missing+=("workload $WL/$w: make -C tests/workloads (needs hipcc), or set RTL_HW_WORKLOADS")
 done

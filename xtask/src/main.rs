@@ -8,8 +8,14 @@
 //! | `test` | build, then every test: unit, integration (as root, real BPF), simulator self-test |
 //! | `bench` | build, then the benchmarks of docs/benchmarks.md, printing each figure |
 //! | `sim` | builds the ROCm runtime simulator; prints its library directory last |
+//! | `dist [--check]` | build, then the .deb and the tarball in `target/dist/`; `--check` installs both into fresh roots and traces the demo with them |
+//! | `container` | dist, then builds docker/Dockerfile (the .deb in Debian 12, base image made locally) with podman and traces the demo inside it |
 
 mod bench;
+mod container;
+mod dist;
+mod dist_check;
+mod manpage;
 mod setup;
 mod util;
 
@@ -44,8 +50,27 @@ fn real_main() -> Result<()> {
             println!("{}", dir.display());
             Ok(())
         }
+        "dist" => match rest {
+            [] => {
+                build_binaries()?;
+                let d = dist::make()?;
+                println!("{}\n{}", d.deb.display(), d.tarball.display());
+                Ok(())
+            }
+            [c] if c == "--check" => {
+                require_root("the package check traces the demo with the installed binary")?;
+                build()?;
+                dist_check::run(&dist::make()?)
+            }
+            _ => bail!("usage: cargo xtask dist [--check]"),
+        },
+        "container" => {
+            require_root("podman builds and runs the image as root; the trace in it loads eBPF")?;
+            build()?;
+            container::run(&dist::make()?)
+        }
         "help" | "--help" | "-h" => {
-            println!("usage: cargo xtask <setup|build|run [-- ARGS]|test [FILTER]|bench [NAME]|sim>");
+            println!("usage: cargo xtask <setup|build|run [-- ARGS]|test [FILTER]|bench [NAME]|sim|dist [--check]|container>");
             Ok(())
         }
         other => bail!("unknown task `{other}`: try `cargo xtask help`"),
@@ -58,9 +83,14 @@ pub fn sim() -> Result<std::path::PathBuf> {
     Ok(root().join("tests/rocm-sim/build/lib"))
 }
 
-fn build() -> Result<()> {
+/// Setup, then the collector and the agent (`target/release/`).
+fn build_binaries() -> Result<()> {
     setup::run()?;
-    cmd("cargo").args(["build", "--release", "--ignore-rust-version", "-p", "rtl-user", "-p", "rtl-agent"]).current_dir(root()).run()?;
+    cmd("cargo").args(["build", "--release", "--ignore-rust-version", "-p", "rtl-user", "-p", "rtl-agent"]).current_dir(root()).run()
+}
+
+fn build() -> Result<()> {
+    build_binaries()?;
     cmd("make").args(["-s", "-C", "tests/workloads"]).current_dir(root()).run()?;
     sim()?;
     Ok(())
@@ -99,10 +129,7 @@ fn run(rest: &[String]) -> Result<()> {
 
 fn test(rest: &[String]) -> Result<()> {
     build()?;
-    // SAFETY: no preconditions.
-    if unsafe { libc_geteuid() } != 0 {
-        bail!("the test suite loads eBPF programs and must run as root (sudo cargo xtask test)");
-    }
+    require_root("the test suite loads eBPF programs")?;
     // rtl-ebpf only builds for the BPF target (rtl-user's build.rs builds it).
     let mut args = vec!["test", "--workspace", "--exclude", "rtl-ebpf", "--release", "--ignore-rust-version", "--no-fail-fast"];
     args.extend(rest.iter().map(String::as_str));
@@ -111,7 +138,19 @@ fn test(rest: &[String]) -> Result<()> {
     if selftest.exists() {
         cmd("bash").arg(selftest.to_str().unwrap()).current_dir(root()).run()?;
     }
+    // The package, installed into fresh roots and in a container, traces the demo.
+    let d = dist::make()?;
+    dist_check::run(&d)?;
+    container::run(&d)?;
     println!("xtask: all test suites passed");
+    Ok(())
+}
+
+fn require_root(why: &str) -> Result<()> {
+    // SAFETY: no preconditions.
+    if unsafe { libc_geteuid() } != 0 {
+        bail!("this must run as root (sudo cargo xtask ...): {why}");
+    }
     Ok(())
 }
 

@@ -28,14 +28,16 @@ const APT_PACKAGES: &[&str] = &[
 const PIP_PACKAGES: &[&str] = &["perfetto", "protobuf"];
 
 pub fn run() -> Result<()> {
-    apt()?;
+    apt(APT_PACKAGES)?;
     rust()?;
     pip()?;
     Ok(())
 }
 
-fn apt() -> Result<()> {
-    let missing: Vec<&str> = APT_PACKAGES
+/// Installs those of `packages` that are missing (one apt-get run); also used by tasks that
+/// need a tool only they use (`dist`: dpkg-dev, `container`: podman, mmdebstrap).
+pub fn apt(packages: &[&str]) -> Result<()> {
+    let missing: Vec<&str> = packages
         .iter()
         .copied()
         .filter(|p| !cmd("dpkg-query").args(["-W", "-f=${Status}", p]).output().is_ok_and(|s| s.contains("install ok installed")))
