@@ -132,3 +132,39 @@ fn run_probes_a_dlopened_library_before_its_first_call() {
     assert_eq!(meta(&db, "loader_events_lost").as_deref(), Some("0"));
     // Nothing is left stopped: the command finished (we got its output) and so did we.
 }
+
+/// Whatever the link kind, nothing of rtl-ebpf holds its output pipe once it has exited
+/// (`rtl-ebpf run ... 2>&1 | cat` used to wait for the background probe remover): EOF comes
+/// with the exit. The per-probe fallback's background removal of the default set takes tens of
+/// seconds, so a remover holding the pipe could not hide behind the 10 s allowed here.
+#[test]
+fn the_output_pipe_closes_when_the_collector_exits() {
+    require_root();
+    for links in ["uprobe_multi", "perf_event"] {
+        let d = tmpdir();
+        let db = d.path().join("t.db");
+        let mut c = Command::new(rtl())
+            .env("RTL_EBPF_LINKS", links)
+            .args(["run", "--gpu", "none", "-o", db.to_str().unwrap(), "--", "true"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (mut out, mut err) = (c.stdout.take().unwrap(), c.stderr.take().unwrap());
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = std::io::Read::read_to_string(&mut err, &mut s);
+            let _ = std::io::Read::read_to_string(&mut out, &mut String::new());
+            let _ = tx.send(s);
+        });
+        let status = wait_exit(&mut c, 300);
+        assert!(status.success(), "{links}: rtl-ebpf run exited with {status}");
+        let exited = Instant::now();
+        let err = rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .unwrap_or_else(|_| panic!("{links}: the output pipe stayed open 10 s after rtl-ebpf exited"));
+        eprintln!("{links}: EOF {:.3} s after exit\n{err}", exited.elapsed().as_secs_f64());
+        assert_eq!(meta(&db, "uprobe_links").as_deref(), Some(links));
+    }
+}
