@@ -105,28 +105,6 @@ pub extern "C" fn rtl_agent_publish(data: *const u8, len: u64) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Pure helpers shared with the collector.
-
-/// Appends `add` to a separator-separated list variable (LD_PRELOAD: `':'`, HSA_TOOLS_LIB:
-/// `' '`) without ever dropping what the user set. Unchanged if `add` is already an element
-/// (elements are split on `sep` and ASCII whitespace, as ld.so does for LD_PRELOAD).
-pub fn append_env_list(existing: Option<&str>, add: &str, sep: char) -> String {
-    let add = add.trim();
-    let existing = existing.unwrap_or("");
-    if add.is_empty() {
-        return existing.to_string();
-    }
-    let is_sep = |c: char| c == sep || c.is_ascii_whitespace();
-    if existing.split(is_sep).any(|e| e == add) {
-        return existing.to_string();
-    }
-    let head = existing.trim_end_matches(is_sep);
-    if head.trim_start_matches(is_sep).is_empty() {
-        return add.to_string();
-    }
-    format!("{head}{sep}{add}")
-}
-
 // ---------------------------------------------------------------------------------------------
 // State.
 
@@ -287,7 +265,7 @@ fn own_object() -> Option<(String, usize)> {
 }
 
 /// True when this code is in a shared object (the cdylib), false when the rlib was linked
-/// into an executable (the collector uses `append_env_list`): then the agent stays off.
+/// into an executable (the collector appends it with `env_list::append`): then the agent stays off.
 fn in_shared_object() -> bool {
     let Some((path, base)) = own_object() else { return false };
     // SAFETY: getauxval has no preconditions.
@@ -783,29 +761,3 @@ static INIT: extern "C" fn(c_int, *const *const c_char, *const *const c_char) = 
 #[used]
 #[unsafe(link_section = ".fini_array")]
 static FINI: extern "C" fn() = rtl_agent_dtor;
-
-#[cfg(test)]
-mod tests {
-    use super::append_env_list as ap;
-
-    #[test]
-    fn env_list_appended_never_overwritten() {
-        let a = "/opt/rtl/librtl_agent.so";
-        assert_eq!(ap(None, a, ':'), a);
-        assert_eq!(ap(Some(""), a, ':'), a);
-        assert_eq!(ap(Some("  "), a, ':'), a);
-        assert_eq!(ap(Some("libjemalloc.so"), a, ':'), format!("libjemalloc.so:{a}"));
-        assert_eq!(ap(Some("x.so:y.so"), a, ':'), format!("x.so:y.so:{a}"));
-        assert_eq!(ap(Some("x.so y.so"), a, ':'), format!("x.so y.so:{a}"));
-        assert_eq!(ap(Some("x.so:"), a, ':'), format!("x.so:{a}"));
-        // Already there: unchanged (no duplicates when run nests).
-        assert_eq!(ap(Some(&format!("{a}:x.so")), a, ':'), format!("{a}:x.so"));
-        assert_eq!(ap(Some(&format!("x.so {a}")), a, ':'), format!("x.so {a}"));
-        // A different agent path is a different element.
-        assert_eq!(ap(Some("/other/librtl_agent.so"), a, ':'), format!("/other/librtl_agent.so:{a}"));
-        // HSA_TOOLS_LIB is space separated.
-        assert_eq!(ap(Some("librocprof-tool.so"), a, ' '), format!("librocprof-tool.so {a}"));
-        assert_eq!(ap(Some("t.so "), a, ' '), format!("t.so {a}"));
-        assert_eq!(ap(Some("x.so"), "", ':'), "x.so");
-    }
-}

@@ -6,6 +6,7 @@
 pub mod cli;
 pub mod clock;
 pub mod collect;
+pub mod env_list;
 pub mod error;
 pub mod join;
 pub mod probe;

@@ -690,7 +690,7 @@ fn child_env(agent: Option<&std::path::Path>, gpu: &str, runtime: Runtime) -> Ve
         let a = a.display().to_string();
         let set = |vars: &mut Vec<(String, String)>, k: &str, sep: char| {
             let old = vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
-            let new = rtl_agent::append_env_list(old.as_deref(), &a, sep);
+            let new = crate::env_list::append(old.as_deref(), &a, sep);
             vars.retain(|(n, _)| n != k);
             vars.push((k.to_string(), new));
         };
