@@ -168,3 +168,22 @@ fn the_output_pipe_closes_when_the_collector_exits() {
         assert_eq!(meta(&db, "uprobe_links").as_deref(), Some(links));
     }
 }
+
+/// Root without the capabilities to load eBPF programs (a container's root): exit 3, and the
+/// message names the OS error, not only aya's "failed to create map".
+#[test]
+fn loading_refused_by_the_kernel_is_exit_3_with_the_reason() {
+    require_root();
+    let d = tmpdir();
+    let db = d.path().join("t.db");
+    let out = Command::new("setpriv")
+        .args(["--inh-caps=-all", "--bounding-set=-bpf,-perfmon,-sys_admin", "--"])
+        .arg(rtl())
+        .args(["--all", "--gpu", "none", "--duration", "1", "-o", db.to_str().unwrap()])
+        .output()
+        .expect("setpriv (util-linux) runs rtl-ebpf without CAP_BPF/CAP_PERFMON/CAP_SYS_ADMIN");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains("Operation not permitted") || err.contains("Permission denied"), "the OS reason is named: {err}");
+    assert!(err.contains("CAP_BPF"), "{err}");
+}

@@ -462,10 +462,21 @@ fn program<'a>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut aya::programs::
 }
 
 fn load_error(e: aya::EbpfError) -> anyhow::Error {
-    let msg = e.to_string();
-    if msg.contains("Operation not permitted") || msg.contains("EPERM") {
+    // The whole chain, with the OS error at its end ("failed to create map X: Operation not
+    // permitted (os error 1)"): aya's top-level message alone does not say why.
+    let mut msg = e.to_string();
+    let mut denied = false;
+    let mut src: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(&e);
+    while let Some(s) = src {
+        msg.push_str(&format!(": {s}"));
+        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+            denied |= matches!(io.raw_os_error(), Some(libc::EPERM) | Some(libc::EACCES));
+        }
+        src = s.source();
+    }
+    if denied || msg.contains("Operation not permitted") || msg.contains("Permission denied") {
         anyhow!(crate::error::Fatal::Permission(format!(
-            "loading eBPF programs was refused ({msg}): run as root (sudo) or grant CAP_BPF and CAP_PERFMON"
+            "loading eBPF programs was refused ({msg}): run as root (sudo) or grant CAP_BPF, CAP_PERFMON and CAP_SYS_ADMIN"
         )))
     } else {
         anyhow!("loading the eBPF object failed: {msg}")
