@@ -70,12 +70,30 @@ pub fn preflight() -> Result<()> {
             "rtl-ebpf needs root to load eBPF programs: run it with sudo (or grant CAP_BPF, CAP_PERFMON and CAP_SYS_ADMIN)".into()
         )));
     }
+    // The probes see every task by its pid in the initial PID namespace: a collector in a
+    // container's own PID namespace would look for pids that never appear, and trace nothing.
+    if let Some(initial) = in_initial_pid_namespace() {
+        if !initial {
+            return Err(anyhow!(Fatal::KernelSupport(
+                "rtl-ebpf runs in a nested PID namespace (a container without --pid=host): the probes report the host's pids, \
+                 so nothing it asks for would be traced; run it in the host PID namespace (docker/podman run --pid=host)"
+                    .into()
+            )));
+        }
+    }
     if !std::path::Path::new("/sys/bus/event_source/devices/uprobe").exists() {
         return Err(anyhow!(Fatal::KernelSupport(
             "this kernel has no uprobe PMU (/sys/bus/event_source/devices/uprobe): it needs CONFIG_UPROBE_EVENTS".into()
         )));
     }
     Ok(())
+}
+
+/// Is this process in the initial PID namespace? Its inode is fixed by the kernel
+/// (PROC_PID_INIT_INO, 0xEFFFFFFC); a container's own namespace has another. None if unknown.
+fn in_initial_pid_namespace() -> Option<bool> {
+    let link = std::fs::read_link("/proc/self/ns/pid").ok()?;
+    Some(link.to_str()? == "pid:[4026531836]")
 }
 
 /// Runs one tracing session to the end.

@@ -187,3 +187,22 @@ fn loading_refused_by_the_kernel_is_exit_3_with_the_reason() {
     assert!(err.contains("Operation not permitted") || err.contains("Permission denied"), "the OS reason is named: {err}");
     assert!(err.contains("CAP_BPF"), "{err}");
 }
+
+/// In a nested PID namespace the probes' pids are not the collector's: it refuses at once
+/// (exit 4) instead of tracing nothing and exiting 0.
+#[test]
+fn a_nested_pid_namespace_is_refused_not_traced_empty() {
+    require_root();
+    let d = tmpdir();
+    let db = d.path().join("t.db");
+    let out = Command::new("unshare")
+        .args(["--pid", "--fork", "--mount-proc", "--"])
+        .arg(rtl())
+        .args(["run", "--gpu", "none", "-o", db.to_str().unwrap(), "--", "true"])
+        .output()
+        .expect("unshare (util-linux)");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert!(err.contains("--pid=host"), "{err}");
+    assert!(!db.exists(), "no trace file for a session that cannot trace");
+}
