@@ -214,6 +214,7 @@ pub fn run(mode: Mode, opts: &TraceOpts) -> Result<Outcome> {
         probes.trace_pid(pid)?;
     }
     let mut pending_libs = Vec::new();
+    let t_probes = Instant::now();
     let kernel_wait = {
         let watch = KernelWaitWatch::start(t_attach);
         for lib in &libs {
@@ -222,6 +223,7 @@ pub fn run(mode: Mode, opts: &TraceOpts) -> Result<Outcome> {
         watch.finish()
     };
     let attach_ms = t_attach.elapsed().as_secs_f64() * 1e3;
+    let probe_attach_ms = t_probes.elapsed().as_secs_f64() * 1e3;
     let total: usize = probes.attached().map(|r| r.probed).sum();
     if total == 0 && !matches!(mode, Mode::All | Mode::Run(_)) {
         return Err(anyhow!(Fatal::NoProcess(format!("no {} library could be probed", runtime_name(opts.runtime)))));
@@ -239,6 +241,7 @@ pub fn run(mode: Mode, opts: &TraceOpts) -> Result<Outcome> {
     .map_err(|e| anyhow!(Fatal::Output(format!("{e:#}"))))?;
     say(format!("{total} functions probed (entry + return) in {} libraries in {attach_ms:.0} ms", probes.attached().count()));
     writer.set_meta("attach_ms", &format!("{attach_ms:.1}"))?;
+    writer.set_meta("probe_attach_ms", &format!("{probe_attach_ms:.1}"))?;
     writer.set_meta("attach_kernel_wait_ms", &format!("{:.1}", kernel_wait.as_secs_f64() * 1e3))?;
     writer.set_meta("uprobe_links", probes.links.name())?;
     // The decoder/joiner (this thread) and the writer yield to the reader and to the traced

@@ -35,12 +35,18 @@ struct Type {
     kind: u32,
     /// Size (structs) or referenced type (typedefs, modifiers).
     size_or_type: u32,
-    members: Vec<Member>,
+    /// Structs and unions: member count, and where their member records start in
+    /// [`Btf::data`] (decoded only when asked: a kernel has ~100 000 types).
+    vlen: u32,
+    kflag: bool,
+    members_at: usize,
 }
 
 pub struct Btf {
     types: Vec<Type>,
     strings: Vec<u8>,
+    /// The whole BTF blob (member records are read from it on demand).
+    data: Vec<u8>,
 }
 
 fn u32_at(b: &[u8], off: usize) -> Result<u32> {
@@ -51,10 +57,10 @@ fn u32_at(b: &[u8], off: usize) -> Result<u32> {
 impl Btf {
     pub fn from_sys_fs() -> Result<Self> {
         let data = std::fs::read("/sys/kernel/btf/vmlinux").context("reading /sys/kernel/btf/vmlinux")?;
-        Self::parse(&data)
+        Self::parse_owned(data)
     }
 
-    /// The running kernel's BTF, parsed once per process (~50 ms for 5 MB; a session asks it
+    /// The running kernel's BTF, parsed once per process (a session asks it
     /// for several offsets while attaching).
     pub fn kernel() -> Result<&'static Self> {
         static KERNEL: std::sync::OnceLock<Result<Btf, String>> = std::sync::OnceLock::new();
@@ -62,6 +68,11 @@ impl Btf {
     }
 
     pub fn parse(b: &[u8]) -> Result<Self> {
+        Self::parse_owned(b.to_vec())
+    }
+
+    fn parse_owned(data: Vec<u8>) -> Result<Self> {
+        let b = &data[..];
         if b.len() < 24 || u16::from_le_bytes([b[0], b[1]]) != MAGIC {
             bail!("not little-endian BTF");
         }
@@ -72,7 +83,8 @@ impl Btf {
         let tend = tstart.checked_add(type_len).context("BTF header")?;
         let sstart = hdr_len.checked_add(str_off).context("BTF header")?;
         let strings = b.get(sstart..sstart.checked_add(str_len).context("BTF header")?).context("BTF strings")?.to_vec();
-        let mut types = vec![Type { name_off: 0, kind: 0, size_or_type: 0, members: Vec::new() }]; // id 0 = void
+        // id 0 = void
+        let mut types = vec![Type { name_off: 0, kind: 0, size_or_type: 0, vlen: 0, kflag: false, members_at: 0 }];
         let mut off = tstart;
         while off < tend {
             let name_off = u32_at(b, off)?;
@@ -82,28 +94,38 @@ impl Btf {
             let vlen = (info & 0xffff) as usize;
             let kind = (info >> 24) & 0x1f;
             let kflag = info >> 31 == 1;
-            let mut members = Vec::new();
+            let members_at = off;
             match kind {
                 KIND_INT | KIND_VAR | KIND_DECL_TAG => off += 4,
                 KIND_ARRAY => off += 12,
                 KIND_STRUCT | KIND_UNION => {
-                    for _ in 0..vlen {
-                        let m_off = u32_at(b, off + 8)?;
-                        members.push(Member {
-                            name_off: u32_at(b, off)?,
-                            type_id: u32_at(b, off + 4)?,
-                            bit_offset: if kflag { m_off & 0xff_ffff } else { m_off },
-                        });
-                        off += 12;
+                    off += 12 * vlen;
+                    if off > tend {
+                        bail!("BTF truncated");
                     }
                 }
                 KIND_ENUM | KIND_FUNC_PROTO => off += 8 * vlen,
                 KIND_DATASEC | KIND_ENUM64 => off += 12 * vlen,
                 _ => {}
             }
-            types.push(Type { name_off, kind, size_or_type, members });
+            let vlen = if matches!(kind, KIND_STRUCT | KIND_UNION) { vlen as u32 } else { 0 };
+            types.push(Type { name_off, kind, size_or_type, vlen, kflag, members_at });
         }
-        Ok(Self { types, strings })
+        Ok(Self { types, strings, data })
+    }
+
+    /// The members of a struct or union (empty for other kinds).
+    fn members(&self, t: &Type) -> impl Iterator<Item = Member> + '_ {
+        let (at, kflag) = (t.members_at, t.kflag);
+        (0..t.vlen as usize).filter_map(move |i| {
+            let off = at + 12 * i;
+            let m_off = u32_at(&self.data, off + 8).ok()?;
+            Some(Member {
+                name_off: u32_at(&self.data, off).ok()?,
+                type_id: u32_at(&self.data, off + 4).ok()?,
+                bit_offset: if kflag { m_off & 0xff_ffff } else { m_off },
+            })
+        })
     }
 
     fn name(&self, off: u32) -> &[u8] {
@@ -127,7 +149,7 @@ impl Btf {
     fn struct_named(&self, name: &str) -> Option<u32> {
         self.types
             .iter()
-            .position(|t| t.kind == KIND_STRUCT && !t.members.is_empty() && self.name(t.name_off) == name.as_bytes())
+            .position(|t| t.kind == KIND_STRUCT && t.vlen > 0 && self.name(t.name_off) == name.as_bytes())
             .map(|i| i as u32)
     }
 
@@ -137,9 +159,8 @@ impl Btf {
         let mut bits = 0u64;
         for part in path.split('.') {
             let t = self.types.get(id as usize).context("bad BTF type id")?;
-            let m = t
-                .members
-                .iter()
+            let m = self
+                .members(t)
                 .find(|m| self.name(m.name_off) == part.as_bytes())
                 .with_context(|| format!("BTF: no member {part} in {strukt}.{path}"))?;
             bits += m.bit_offset as u64;
