@@ -1,6 +1,6 @@
 //! A call's raw argument words -> the trace's typed columns, per the API table.
 
-use crate::probe::apis::{CopyKind, Decode, LaunchForm};
+use crate::probe::apis::{ApiSpec, CopyKind, Decode, LaunchForm};
 
 use super::calls::Call;
 use super::rows::{CopyRow, KernelRow, RtlApiRow};
@@ -21,14 +21,13 @@ fn hi(v: u64) -> u32 {
     (v >> 32) as u32
 }
 
-pub fn decode(call: &Call, name: &str, decode: Decode) -> Decoded {
+pub fn decode(call: &Call, spec: &ApiSpec) -> Decoded {
+    let decode = spec.decode;
     let a = &call.open.args;
     let arg = |i: u8| a[i as usize];
     let id = call.open.id;
-    // The return is a hipError_t except for a few APIs returning a string or a count (and
-    // roctx, whose returns the marker pairing reads from the call itself).
-    let returns_error = !matches!(decode, Decode::Marker(_)) && !returns_non_error(name);
-    let ret = if returns_error { call.ret.map(|r| r as u32 as i32 as i64) } else { None };
+    // What the return register holds is the table's fact (an error code, a pointer, nothing...).
+    let ret = call.ret.and_then(|r| spec.ret.value(r));
     let mut rtl = RtlApiRow { id, ret, status: call.status, a: [None; 4] };
     let mut kernel = None;
     let mut copy = None;
@@ -103,9 +102,9 @@ pub fn decode(call: &Call, name: &str, decode: Decode) -> Decoded {
             ];
         }
         Decode::GraphLaunch => rtl.a = [Some(arg(0) as i64), None, None, Some(arg(1) as i64)],
-        Decode::Args(pos) => {
-            for (slot, p) in rtl.a.iter_mut().zip(pos) {
-                *slot = p.map(|i| arg(i) as i64);
+        Decode::Args(fields) => {
+            for (slot, f) in rtl.a.iter_mut().zip(fields) {
+                *slot = f.map(|f| arg(f.pos) as i64);
             }
         }
     }
@@ -117,7 +116,3 @@ pub fn decode(call: &Call, name: &str, decode: Decode) -> Decoded {
     Decoded { rtl, kernel, copy, launch_func }
 }
 
-/// APIs whose return value is not a hipError_t.
-fn returns_non_error(name: &str) -> bool {
-    matches!(name, "hipGetErrorString" | "hipGetErrorName" | "hipKernelNameRef" | "hipKernelNameRefByPtr" | "hipGetStreamDeviceId")
-}
