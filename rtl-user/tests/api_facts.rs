@@ -255,8 +255,8 @@ fn entry_points_without_push_rbp_are_counted_exactly() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let truth = truth(&tr);
-    let agg = truth.iter().find(|v| v["aggregate"] == true).expect("aggregate truth line");
+    let hot = truth(&tr);
+    let agg = hot.iter().find(|v| v["aggregate"] == true).expect("aggregate truth line");
     assert_eq!(agg["calls"], 20000);
     let calls = traced_calls(&db);
     let tid = agg["tid"].as_u64().unwrap() as u32;
