@@ -58,7 +58,7 @@ pub(crate) fn load(conn: &Connection) -> Result<HashMap<i64, Meaning>> {
 /// The name and "show in hex" of column `i` (0..4) on a row of API `m` with status `status`.
 /// Profiler-only rows (status 5) have their own fixed meaning; a value the trace does not
 /// describe is shown raw (`aN`, hex).
-pub(crate) fn arg<'a>(m: Option<&'a Meaning>, status: i64, i: usize) -> (&'a str, bool) {
+pub(crate) fn arg(m: Option<&Meaning>, status: i64, i: usize) -> (&str, bool) {
     if status == 5 {
         return match PROFILER_ONLY_ARGS[i] {
             Some(n) => (n, n == "stream"),
