@@ -28,6 +28,8 @@ pub fn decode(call: &Call, spec: &ApiSpec) -> Decoded {
     let id = call.open.id;
     // What the return register holds is the table's fact (an error code, a pointer, nothing...).
     let ret = call.ret.and_then(|r| spec.ret.value(r));
+    // The value an output pointer held at return, as wide as the table says it is.
+    let out = call.out.and_then(|v| spec.out_value.value(v));
     let mut rtl = RtlApiRow { id, ret, status: call.status, a: [None; 4] };
     let mut kernel = None;
     let mut copy = None;
@@ -86,7 +88,7 @@ pub fn decode(call: &Call, spec: &ApiSpec) -> Decoded {
         }
         Decode::Alloc { size, flags, stream } => {
             rtl.a = [
-                call.out.map(|v| v as i64),
+                out,
                 Some(arg(size) as i64),
                 flags.map(|f| arg(f) as i64),
                 stream.map(|s| arg(s) as i64),
@@ -110,8 +112,8 @@ pub fn decode(call: &Call, spec: &ApiSpec) -> Decoded {
     }
     // An API with an output pointer reports the value it wrote in a0 (hipStreamCreate's stream,
     // hipGraphInstantiate's exec, ...), unless a0 already holds something decoded above.
-    if let (Some(v), Decode::Args(_)) = (call.out, decode) {
-        rtl.a[0] = Some(v as i64);
+    if let (Some(v), Decode::Args(_)) = (out, decode) {
+        rtl.a[0] = Some(v);
     }
     Decoded { rtl, kernel, copy, launch_func }
 }

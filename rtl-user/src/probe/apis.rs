@@ -281,6 +281,9 @@ pub struct ApiSpec {
     pub string_arg: Option<u8>,
     /// Argument that points at an output value to read at return (hipMalloc's `void**`).
     pub out_arg: Option<u8>,
+    /// What that output value is: the probe reads 8 bytes there, of which an `int*` output
+    /// (hipGetDeviceCount) owns only the low 4.
+    pub out_value: RetKind,
     pub decode: Decode,
     /// In `--apis default`.
     pub default: bool,
@@ -305,6 +308,7 @@ const fn base(name: &'static str, lib: Lib, decode: Decode, ret: RetKind) -> Api
         stack_words: 0,
         string_arg: None,
         out_arg: None,
+        out_value: RetKind::Pointer,
         gpu_work: decode_gpu_work(&decode),
         decode,
         default: true,
@@ -343,6 +347,12 @@ const fn stack(mut s: ApiSpec, n: u8) -> ApiSpec {
 
 const fn out(mut s: ApiSpec, arg: u8) -> ApiSpec {
     s.out_arg = Some(arg);
+    s
+}
+
+/// The output value is an `int` (`int*` argument), not a pointer or handle.
+const fn out_int(mut s: ApiSpec) -> ApiSpec {
+    s.out_value = RetKind::Int { bits: 32, signed: true };
     s
 }
 
@@ -508,7 +518,7 @@ pub static APIS: &[ApiSpec] = &[
     gpu(spec("hipDeviceSynchronize", Decode::None)),
     spec("hipDeviceReset", Decode::None),
     spec("hipSetDevice", args([d("device", 0), N, N, N])),
-    out(spec("hipGetDeviceCount", args([d("count", 0), N, N, N])), 0),
+    out_int(out(spec("hipGetDeviceCount", args([d("count", 0), N, N, N])), 0)),
     spec("hipGetDeviceProperties", args([N, d("device", 1), N, N])),
     spec("hipGetDevicePropertiesR0600", args([N, d("device", 1), N, N])),
     spec("hipInit", args([h("flags", 0), N, N, N])),
@@ -519,7 +529,7 @@ pub static APIS: &[ApiSpec] = &[
     names_kernel(string(out(spec("hipModuleGetFunction", args([h("function", 0), h("module", 1), N, N])), 0), 2)),
     spec("hipModuleUnload", args([h("module", 0), N, N, N])),
     // Trivial getters: only with --apis all or by name.
-    not_default(out(spec("hipGetDevice", args([d("device", 0), N, N, N])), 0)),
+    not_default(out_int(out(spec("hipGetDevice", args([d("device", 0), N, N, N])), 0))),
     not_default(spec("hipGetLastError", Decode::None)),
     not_default(spec("hipPeekAtLastError", Decode::None)),
     not_default(returns(spec("hipGetErrorString", args([d("error", 0), N, N, N])), RetKind::Pointer)),
@@ -1084,6 +1094,19 @@ mod tests {
                 assert!(!m[..i].iter().flatten().any(|b| b.name == a.name), "{}: {} twice", s.name, a.name);
             }
         }
+    }
+
+    #[test]
+    fn an_int_output_keeps_only_its_four_bytes() {
+        // hipGetDeviceCount(int*): the probe reads 8 bytes at the pointer; the next 4 are not
+        // the count.
+        let d = decode_call("hipGetDeviceCount", &[0x7ffd_0000_0010], Some(0xdead_beef_0000_0002));
+        assert_eq!(d.rtl.a[0], Some(2));
+        let d = decode_call("hipGetDevice", &[0x7ffd_0000_0010], Some(0x1234_5678_ffff_ffff));
+        assert_eq!(d.rtl.a[0], Some(-1));
+        // A pointer output is kept whole.
+        let d = decode_call("hipStreamCreate", &[0x7ffd_0000_0010], Some(0x5555_0000_1230));
+        assert_eq!(d.rtl.a[0], Some(0x5555_0000_1230));
     }
 
     #[test]
