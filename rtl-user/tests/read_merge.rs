@@ -284,3 +284,31 @@ fn merge_host_tag_without_hostnames_numbers_each_input() {
         2.into()
     );
 }
+
+#[test]
+fn merge_keeps_one_meaning_per_api_and_counts_the_differing_ones() {
+    // Two files whose writers described hipLaunchKernel differently (another rtl-ebpf
+    // version): the output keeps the first input's meaning, says how many differed, and
+    // holds one rtl_api_meaning row per API name whose name points at the right string.
+    let d = tmpdir();
+    let a = sample_trace(&d.path().join("a.db"), "nodeA", 0);
+    let b = sample_trace(&d.path().join("b.db"), "nodeB", 0);
+    Connection::open(&b)
+        .unwrap()
+        .execute(
+            "UPDATE rtl_api_meaning SET a0 = 'func', hex = 1
+             WHERE apiName_id = (SELECT id FROM rocpd_string WHERE string = 'hipLaunchKernel')",
+            [],
+        )
+        .unwrap();
+    let out = d.path().join("m.db");
+    let stats = merge(&[a.clone(), b], &out, true).unwrap();
+    assert_eq!(stats.api_meanings_differing, 1);
+    assert!(stats.to_string().contains("1 APIs described differently"), "{stats}");
+    let q = "SELECT s.string, m.ret_kind, m.a0, m.a1, m.a2, m.a3, m.hex FROM rtl_api_meaning m JOIN rocpd_string s ON s.id = m.apiName_id";
+    assert_eq!(multiset(&out, q), multiset(&a, q), "the first input's meanings, one row per API");
+    assert_eq!(
+        one(&out, "SELECT m.a0 FROM rtl_api_meaning m JOIN rocpd_string s ON s.id = m.apiName_id WHERE s.string = 'hipLaunchKernel'"),
+        rusqlite::types::Value::Text("function".into())
+    );
+}

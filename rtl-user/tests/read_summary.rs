@@ -307,19 +307,14 @@ fn summary_error_codes_negative_and_non_hip() {
     let db = sample_trace(&d.path().join("t.db"), "nodeA", 0);
     {
         let c = rusqlite::Connection::open(&db).unwrap();
+        // A CUDA driver API returns CUresult: an error code, not a hipError_t.
         for ret in [-1, -1, 7] {
-            read_common::api(
-                &c,
-                100,
-                100,
-                60_000,
-                60_100,
-                "hsa_queue_create",
-                "",
-                0,
-                Some(ret),
-                0,
-            );
+            read_common::api(&c, 100, 100, 60_000, 60_100, "cuLaunchKernel", "", 0, Some(ret), 0);
+        }
+        // A function the trace describes as returning a pointer, and one whose return it does
+        // not know: whatever their values, not failures.
+        for (name, ret) in [("hipGetErrorString", 0x7f00_1234_5678), ("hipApiName", -1441002499), ("hsa_queue_create", 7)] {
+            read_common::api(&c, 100, 100, 61_000, 61_100, name, "", 0, Some(ret), 0);
         }
     }
     let s = json_summary(&db);
@@ -327,7 +322,7 @@ fn summary_error_codes_negative_and_non_hip() {
     let find = |r: i64| {
         codes
             .iter()
-            .find(|e| e["api"] == "hsa_queue_create" && e["ret"] == r)
+            .find(|e| e["api"] == "cuLaunchKernel" && e["ret"] == r)
             .cloned()
     };
     assert_eq!(find(-1).unwrap()["calls"], 2);
@@ -338,4 +333,7 @@ fn summary_error_codes_negative_and_non_hip() {
     );
     assert_eq!(find(7).unwrap()["calls"], 1);
     assert_eq!(s["lost"]["api_errors"], 1 + 3);
+    for n in ["hipGetErrorString", "hipApiName", "hsa_queue_create"] {
+        assert!(!codes.iter().any(|e| e["api"] == n), "{n} is no failure: {codes:?}");
+    }
 }

@@ -5,7 +5,8 @@ mod read_common;
 use std::sync::Arc;
 
 use read_common::*;
-use rtl_user::join::rows::{ApiRow, CallStatus, KernelRow, OpRow, ProcessRow, Row, RtlApiRow};
+use rtl_user::join::rows::{ApiMeaningRow, ApiRow, CallStatus, KernelRow, OpRow, ProcessRow, Row, RtlApiRow};
+use rtl_user::probe::apis;
 use rtl_user::read::{
     convert_perfetto_json, convert_perfetto_proto, merge, summary, SummaryOptions,
 };
@@ -23,6 +24,11 @@ fn rows() -> Vec<Row> {
         last_ns: 90_000,
         exited: true,
     })];
+    // The joiner describes each API with its first call, from the API table.
+    for n in [&push, &name] {
+        let spec = apis::find(n).unwrap();
+        v.push(Row::ApiMeaning(ApiMeaningRow { name: n.clone(), ret: spec.ret, args: spec.arg_meanings() }));
+    }
     v.push(Row::Api(ApiRow {
         id: 1,
         pid: 4242,
@@ -156,8 +162,26 @@ fn readers_work_on_writer_output() {
     );
     convert_perfetto_proto(&db, &d.path().join("app.pftrace")).unwrap();
 
+    let c = rusqlite::Connection::open(&db).unwrap();
+    let meanings: Vec<(String, String, Option<String>, i64)> = c
+        .prepare("SELECT s.string, m.ret_kind, m.a0, m.hex FROM rtl_api_meaning m JOIN rocpd_string s ON s.id = m.apiName_id ORDER BY s.string")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(
+        meanings,
+        [("hipLaunchKernel".into(), "hipError_t".into(), Some("function".into()), 0b1001), ("roctxRangePushA".into(), "int32".into(), None, 0)]
+    );
+    let launch = ev.iter().find(|e| e["name"] == "hipLaunchKernel").unwrap();
+    assert_eq!(launch["args"]["function"], "0x7f00", "a0 named as the trace says: {launch}");
+
     let m = d.path().join("m.rpd");
     let st = merge(&[db.clone(), db.clone()], &m, false).unwrap();
+    assert_eq!(st.api_meanings_differing, 0);
+    let mc = rusqlite::Connection::open(&m).unwrap();
+    assert_eq!(mc.query_row("SELECT count(*) FROM rtl_api_meaning", [], |r| r.get::<_, i64>(0)).unwrap(), 2, "one row per API name");
     assert_eq!(st.rows["rocpd_api"], 10);
     assert_eq!(st.rows["rocpd_kernelapi"], 8);
     assert_eq!(st.rows["rtl_library"], 2);

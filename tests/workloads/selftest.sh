@@ -36,6 +36,8 @@ run api_mix_exit 5 85 85 1 "$B/api_mix" --threads 2 --reps 1 --exit-code 5
 run forker 0 384 384 6 "$B/forker"
 run forker_exit 7 0 0 1 "$B/forker" --children 0 --exec 0 --parent-threads 0 --exit-code 7
 run api_wide 0 40 40 1 "$B/api_wide"
+# real library only: the simulator does not export the activity callback functions
+if [ -z "$SIM" ]; then run ret_kinds 0 18 - 1 "$B/ret_kinds"; fi
 run hot_loop 0 2000 2000 1 "$B/hot_loop" --threads 2 --calls 1000
 run hot_loop_ges 0 10000 10000 1 "$B/hot_loop" --api geterrorstring --calls 10000
 run demo 0 81 103 1 "$B/demo"

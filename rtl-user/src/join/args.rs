@@ -1,6 +1,6 @@
 //! A call's raw argument words -> the trace's typed columns, per the API table.
 
-use crate::probe::apis::{CopyKind, Decode, LaunchForm};
+use crate::probe::apis::{ApiSpec, CopyKind, Decode, LaunchForm};
 
 use super::calls::Call;
 use super::rows::{CopyRow, KernelRow, RtlApiRow};
@@ -21,14 +21,15 @@ fn hi(v: u64) -> u32 {
     (v >> 32) as u32
 }
 
-pub fn decode(call: &Call, name: &str, decode: Decode) -> Decoded {
+pub fn decode(call: &Call, spec: &ApiSpec) -> Decoded {
+    let decode = spec.decode;
     let a = &call.open.args;
     let arg = |i: u8| a[i as usize];
     let id = call.open.id;
-    // The return is a hipError_t except for a few APIs returning a string or a count (and
-    // roctx, whose returns the marker pairing reads from the call itself).
-    let returns_error = !matches!(decode, Decode::Marker(_)) && !returns_non_error(name);
-    let ret = if returns_error { call.ret.map(|r| r as u32 as i32 as i64) } else { None };
+    // What the return register holds is the table's fact (an error code, a pointer, nothing...).
+    let ret = call.ret.and_then(|r| spec.ret.value(r));
+    // The value an output pointer held at return, as wide as the table says it is.
+    let out = call.out.and_then(|v| spec.out_value.value(v));
     let mut rtl = RtlApiRow { id, ret, status: call.status, a: [None; 4] };
     let mut kernel = None;
     let mut copy = None;
@@ -87,7 +88,7 @@ pub fn decode(call: &Call, name: &str, decode: Decode) -> Decoded {
         }
         Decode::Alloc { size, flags, stream } => {
             rtl.a = [
-                call.out.map(|v| v as i64),
+                out,
                 Some(arg(size) as i64),
                 flags.map(|f| arg(f) as i64),
                 stream.map(|s| arg(s) as i64),
@@ -103,21 +104,17 @@ pub fn decode(call: &Call, name: &str, decode: Decode) -> Decoded {
             ];
         }
         Decode::GraphLaunch => rtl.a = [Some(arg(0) as i64), None, None, Some(arg(1) as i64)],
-        Decode::Args(pos) => {
-            for (slot, p) in rtl.a.iter_mut().zip(pos) {
-                *slot = p.map(|i| arg(i) as i64);
+        Decode::Args(fields) => {
+            for (slot, f) in rtl.a.iter_mut().zip(fields) {
+                *slot = f.map(|f| arg(f.pos) as i64);
             }
         }
     }
     // An API with an output pointer reports the value it wrote in a0 (hipStreamCreate's stream,
     // hipGraphInstantiate's exec, ...), unless a0 already holds something decoded above.
-    if let (Some(v), Decode::Args(_)) = (call.out, decode) {
-        rtl.a[0] = Some(v as i64);
+    if let (Some(v), Decode::Args(_)) = (out, decode) {
+        rtl.a[0] = Some(v);
     }
     Decoded { rtl, kernel, copy, launch_func }
 }
 
-/// APIs whose return value is not a hipError_t.
-fn returns_non_error(name: &str) -> bool {
-    matches!(name, "hipGetErrorString" | "hipGetErrorName" | "hipKernelNameRef" | "hipKernelNameRefByPtr" | "hipGetStreamDeviceId")
-}

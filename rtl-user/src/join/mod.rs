@@ -2,7 +2,10 @@
 //!
 //! It pairs entries with returns ([`calls`]), decodes arguments per API ([`args`]), names
 //! kernels from `__hipRegisterFunction` / `hipModuleGetFunction`, turns roctx calls into marker
-//! ranges ([`markers`]) and keeps the process table.
+//! ranges ([`markers`]) and keeps the process table. Every fact about an API (its decoding,
+//! return kind, whether it causes GPU work or names kernels) comes from its
+//! [`ApiSpec`](crate::probe::apis::ApiSpec); the first call of each API also yields a
+//! [`rows::ApiMeaningRow`], so the trace says what its `ret` and `a0..a3` mean.
 
 pub mod args;
 pub mod calls;
@@ -15,10 +18,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::collect::decode::Event;
-use crate::probe::apis::Decode;
+use crate::probe::apis::{ApiSpec, Decode, KernelNaming};
 use crate::probe::loader::ProbeTable;
 use calls::{Call, CallPairer};
-use rows::{ApiRow, CallStatus, ProcessRow, Row};
+use rows::{ApiMeaningRow, ApiRow, CallStatus, ProcessRow, Row};
 
 /// Counts the joiner keeps for the status line and the trace metadata.
 #[derive(Debug, Default, Clone)]
@@ -34,7 +37,9 @@ pub struct JoinStats {
 
 pub struct Joiner {
     names: Vec<Arc<str>>,
-    decodes: Vec<Decode>,
+    specs: Vec<ApiSpec>,
+    /// Per api id: its meaning row has been emitted.
+    described: Vec<bool>,
     pairer: CallPairer,
     markers: markers::Markers,
     /// (pid, host stub or function handle) -> kernel name.
@@ -54,7 +59,8 @@ impl Joiner {
         Self {
             gpu: gpu::GpuJoiner::new(realtime_minus_monotonic),
             names: Vec::new(),
-            decodes: Vec::new(),
+            specs: Vec::new(),
+            described: Vec::new(),
             pairer: CallPairer::new(),
             markers: markers::Markers::default(),
             kernel_names: HashMap::new(),
@@ -70,7 +76,8 @@ impl Joiner {
     pub fn sync_table(&mut self, table: &ProbeTable) {
         for e in &table.entries[self.names.len()..] {
             self.names.push(Arc::from(e.name.as_str()));
-            self.decodes.push(e.spec.decode);
+            self.specs.push(e.spec);
+            self.described.push(false);
         }
     }
 
@@ -187,10 +194,14 @@ impl Joiner {
                 self.stats.unclosed_calls += 1;
             }
             let api = call.open.api_id as usize;
-            let (Some(name), Some(&decode)) = (self.names.get(api), self.decodes.get(api)) else {
+            let (Some(name), Some(spec)) = (self.names.get(api), self.specs.get(api)) else {
                 continue;
             };
             let (pid, tid) = (call.pid(), call.tid());
+            if !self.described[api] {
+                self.described[api] = true;
+                out.push(Row::ApiMeaning(ApiMeaningRow { name: name.clone(), ret: spec.ret, args: spec.arg_meanings() }));
+            }
             out.push(Row::Api(ApiRow {
                 id: call.open.id,
                 pid,
@@ -199,26 +210,21 @@ impl Joiner {
                 end: call.end,
                 name: name.clone(),
             }));
-            let d = args::decode(&call, name, decode);
-            match decode {
-                Decode::RegisterFunction => {
-                    if let Some(text) = &call.open.text {
-                        self.kernel_names.insert((pid, call.open.args[1]), demangle(text));
-                    }
-                }
-                Decode::Marker(kind) => {
-                    if let Some(op) = self.markers.on_call(kind, &call) {
-                        out.push(Row::Op(op));
-                    }
-                }
-                _ => {}
-            }
-            if matches!(name.as_ref(), "hipModuleGetFunction" | "cuModuleGetFunction" | "cuLibraryGetKernel") {
-                if let (Some(f), Some(text)) = (call.out, &call.open.text) {
-                    self.kernel_names.insert((pid, f), demangle(text));
+            let d = args::decode(&call, spec);
+            if let Decode::Marker(kind) = spec.decode {
+                if let Some(op) = self.markers.on_call(kind, &call) {
+                    out.push(Row::Op(op));
                 }
             }
-            if causes_gpu_work(decode, name) {
+            let kernel_handle = match spec.kernel_naming {
+                KernelNaming::No => None,
+                KernelNaming::HostStub => Some(call.open.args[1]),
+                KernelNaming::OutHandle => call.out,
+            };
+            if let (Some(f), Some(text)) = (kernel_handle, &call.open.text) {
+                self.kernel_names.insert((pid, f), demangle(text));
+            }
+            if spec.gpu_work {
                 self.gpu.index_call(
                     pid,
                     gpu::IndexedCall {
@@ -231,6 +237,7 @@ impl Joiner {
                     },
                 );
             }
+            // An absent rtl_api row reads: returned 0 (or nothing), complete, no arguments kept.
             let keep_rtl = d.rtl.ret.is_some_and(|r| r != 0)
                 || call.status != CallStatus::Complete
                 || d.rtl.a.iter().any(Option::is_some);
@@ -277,16 +284,9 @@ impl Joiner {
 }
 
 
-/// Demangles an Itanium C++ name; other names pass through.
+/// Demangles an Itanium C++ name (bounded: [`crate::probe::demangle`]); other names pass through.
 pub fn demangle(name: &str) -> String {
-    if name.starts_with("_Z") {
-        if let Ok(sym) = cpp_demangle::Symbol::new(name) {
-            if let Ok(s) = sym.demangle(&cpp_demangle::DemangleOptions::default()) {
-                return s;
-            }
-        }
-    }
-    name.to_string()
+    crate::probe::demangle::demangle_or_keep(name)
 }
 
 fn read_proc(pid: u32) -> (String, String) {
@@ -302,16 +302,4 @@ fn read_proc(pid: u32) -> (String, String) {
 fn read_ppid(pid: u32) -> Option<u32> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     s.lines().find_map(|l| l.strip_prefix("PPid:")).and_then(|v| v.trim().parse().ok())
-}
-
-/// Calls the GPU join keeps for matching: those that can put work on a GPU queue. Keeping
-/// only these bounds the collector's memory when getters are traced at high rates.
-fn causes_gpu_work(decode: Decode, name: &str) -> bool {
-    matches!(decode, Decode::Launch(_) | Decode::Copy(_) | Decode::Memset { .. } | Decode::GraphLaunch)
-        || matches!(
-            name,
-            "hipEventRecord" | "hipEventRecordWithFlags" | "hipStreamWaitEvent" | "hipLaunchHostFunc"
-                | "hipStreamAddCallback" | "hipMemset2D" | "hipMemset2DAsync" | "hipMemPrefetchAsync"
-                | "hipLaunchKernelExC" | "hipLaunchByPtr" | "hipDeviceSynchronize" | "hipStreamSynchronize"
-        )
 }

@@ -30,6 +30,15 @@ pub enum CallStatus {
     ProfilerOnly = 5,
 }
 
+/// `rtl_api_meaning`: what `rtl_api.ret` and `a0..a3` hold for one API in this trace (the
+/// joiner emits it before the API's first call row).
+#[derive(Debug, Clone)]
+pub struct ApiMeaningRow {
+    pub name: std::sync::Arc<str>,
+    pub ret: crate::probe::apis::RetKind,
+    pub args: [Option<crate::probe::apis::ArgMeaning>; 4],
+}
+
 /// `rtl_api`: return value, status, decoded arguments.
 #[derive(Debug, Clone)]
 pub struct RtlApiRow {
@@ -92,6 +101,7 @@ pub struct ProcessRow {
 
 #[derive(Debug, Clone)]
 pub enum Row {
+    ApiMeaning(ApiMeaningRow),
     Api(ApiRow),
     RtlApi(RtlApiRow),
     Kernel(KernelRow),

@@ -72,14 +72,136 @@ pub enum Decode {
     Free { stream: Option<u8> },
     /// Memset: `a0` = dst, `a1` = bytes, `a2` = value, `a3` = stream. `elem` = element size.
     Memset { count: u8, value: u8, elem: u8, stream: Option<u8> },
-    /// Generic: record up to four arguments (positions) as `a0..a3`; `a0` may be the out value.
-    Args([Option<u8>; 4]),
+    /// Generic: record up to four arguments as `a0..a3`, each with its position and meaning;
+    /// `a0` is the out value when the API has an output pointer.
+    Args([Option<ArgField>; 4]),
     /// hipGraphLaunch(exec, stream): `a0` = graph exec, `a3` = stream.
     GraphLaunch,
     /// roctx marker; see [`MarkerKind`].
     Marker(MarkerKind),
     /// `__hipRegisterFunction(modules, hostFunction, deviceFunction, ...)`: names a host stub.
     RegisterFunction,
+}
+
+/// One of `a0..a3` for [`Decode::Args`]: which argument, and what it is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ArgField {
+    /// Argument index (0-based, SysV order; 6 and up are stack words).
+    pub pos: u8,
+    pub meaning: ArgMeaning,
+}
+
+/// What a trace column `a0..a3` holds for an API: a name (`stream`, `bytes`, ...) and whether
+/// it is an address, handle or bit mask (shown in hex) rather than a count or a number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ArgMeaning {
+    pub name: &'static str,
+    pub hex: bool,
+}
+
+/// What a function's return register (rax) holds, per its C return type. The trace stores the
+/// value as [`RetKind::value`] says, and only error codes (`hipError_t`, `CUresult`,
+/// `cudaError_t`) count as failures when not 0.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RetKind {
+    /// `hipError_t` (32-bit enum): 0 success, anything else a failure.
+    HipError,
+    /// `CUresult` (CUDA driver): 0 success.
+    CuResult,
+    /// `cudaError_t` (CUDA runtime): 0 success.
+    CudaError,
+    /// Any pointer (`const char*`, `void**`, a handle): the full 64-bit value.
+    Pointer,
+    /// `bool`: the low byte.
+    Bool,
+    /// A C integer or a non-error enum, `bits` wide (8, 16, 32 or 64).
+    Int { bits: u8, signed: bool },
+    /// `void`: the register holds nothing; not stored.
+    Void,
+    /// A return the register does not hold as a value (a float, a struct returned by value):
+    /// not stored.
+    Other,
+    /// Not known (a function neither the table nor the HIP headers describe): the raw register
+    /// is stored and shown as it is, never counted as a failure.
+    Unknown,
+}
+
+impl RetKind {
+    /// An error code, whose non-zero values are failures.
+    pub const fn is_error_code(self) -> bool {
+        matches!(self, Self::HipError | Self::CuResult | Self::CudaError)
+    }
+
+    /// The value `rtl_api.ret` stores for a raw return register, or None when it holds none.
+    pub fn value(self, raw: u64) -> Option<i64> {
+        match self {
+            Self::HipError | Self::CuResult | Self::CudaError => Some(raw as u32 as i32 as i64),
+            Self::Pointer | Self::Unknown => Some(raw as i64),
+            Self::Bool => Some((raw as u8 != 0) as i64),
+            Self::Int { bits, signed } => {
+                let shift = 64 - u32::from(bits.clamp(8, 64));
+                Some(if signed { ((raw << shift) as i64) >> shift } else { ((raw << shift) >> shift) as i64 })
+            }
+            Self::Void | Self::Other => None,
+        }
+    }
+
+    /// The name the trace records (`rtl_api_meaning.ret_kind`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::HipError => "hipError_t",
+            Self::CuResult => "CUresult",
+            Self::CudaError => "cudaError_t",
+            Self::Pointer => "pointer",
+            Self::Bool => "bool",
+            Self::Int { bits: 8, signed: true } => "int8",
+            Self::Int { bits: 8, signed: false } => "uint8",
+            Self::Int { bits: 16, signed: true } => "int16",
+            Self::Int { bits: 16, signed: false } => "uint16",
+            Self::Int { bits: 32, signed: true } => "int32",
+            Self::Int { bits: 32, signed: false } => "uint32",
+            Self::Int { bits: _, signed: true } => "int64",
+            Self::Int { bits: _, signed: false } => "uint64",
+            Self::Void => "void",
+            Self::Other => "other",
+            Self::Unknown => "unknown",
+        }
+    }
+
+    /// Reads a name written by [`RetKind::name`]; None for anything else.
+    pub fn parse(s: &str) -> Option<Self> {
+        let int = |bits, signed| Some(Self::Int { bits, signed });
+        match s {
+            "hipError_t" => Some(Self::HipError),
+            "CUresult" => Some(Self::CuResult),
+            "cudaError_t" => Some(Self::CudaError),
+            "pointer" => Some(Self::Pointer),
+            "bool" => Some(Self::Bool),
+            "int8" => int(8, true),
+            "uint8" => int(8, false),
+            "int16" => int(16, true),
+            "uint16" => int(16, false),
+            "int32" => int(32, true),
+            "uint32" => int(32, false),
+            "int64" => int(64, true),
+            "uint64" => int(64, false),
+            "void" => Some(Self::Void),
+            "other" => Some(Self::Other),
+            "unknown" => Some(Self::Unknown),
+            _ => None,
+        }
+    }
+}
+
+/// How a call names kernels (the joiner keeps (pid, handle) -> name for launches to use).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KernelNaming {
+    No,
+    /// `__hipRegisterFunction`: argument 1 is the host stub launches pass, the captured string
+    /// the (mangled) device function name.
+    HostStub,
+    /// `hipModuleGetFunction`-like: the out value is the handle, the captured string the name.
+    OutHandle,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -159,13 +281,63 @@ pub struct ApiSpec {
     pub string_arg: Option<u8>,
     /// Argument that points at an output value to read at return (hipMalloc's `void**`).
     pub out_arg: Option<u8>,
+    /// What that output value is: the probe reads 8 bytes there, of which an `int*` output
+    /// (hipGetDeviceCount) owns only the low 4.
+    pub out_value: RetKind,
     pub decode: Decode,
     /// In `--apis default`.
     pub default: bool,
+    /// What the return register holds.
+    pub ret: RetKind,
+    /// The call can put work on a GPU queue (or wait for it): the GPU join keeps it for
+    /// matching profiler records. Launches, copies, memsets and graph launches always do.
+    pub gpu_work: bool,
+    pub kernel_naming: KernelNaming,
 }
 
+/// Whether a decoding implies GPU work.
+const fn decode_gpu_work(d: &Decode) -> bool {
+    matches!(d, Decode::Launch(_) | Decode::Copy(_) | Decode::Memset { .. } | Decode::GraphLaunch)
+}
+
+const fn base(name: &'static str, lib: Lib, decode: Decode, ret: RetKind) -> ApiSpec {
+    let kernel_naming = if matches!(decode, Decode::RegisterFunction) { KernelNaming::HostStub } else { KernelNaming::No };
+    ApiSpec {
+        name,
+        lib,
+        stack_words: 0,
+        string_arg: None,
+        out_arg: None,
+        out_value: RetKind::Pointer,
+        gpu_work: decode_gpu_work(&decode),
+        decode,
+        default: true,
+        ret,
+        kernel_naming,
+    }
+}
+
+/// A HIP API returning hipError_t.
 const fn spec(name: &'static str, decode: Decode) -> ApiSpec {
-    ApiSpec { name, lib: Lib::Hip, stack_words: 0, string_arg: None, out_arg: None, decode, default: true }
+    base(name, Lib::Hip, decode, RetKind::HipError)
+}
+
+/// Overrides the return kind.
+const fn returns(mut s: ApiSpec, ret: RetKind) -> ApiSpec {
+    s.ret = ret;
+    s
+}
+
+/// Marks an API that puts work on (or waits for) a GPU queue beyond what its decoding implies.
+const fn gpu(mut s: ApiSpec) -> ApiSpec {
+    s.gpu_work = true;
+    s
+}
+
+/// Marks an API whose out value is a kernel handle named by its string argument.
+const fn names_kernel(mut s: ApiSpec) -> ApiSpec {
+    s.kernel_naming = KernelNaming::OutHandle;
+    s
 }
 
 const fn stack(mut s: ApiSpec, n: u8) -> ApiSpec {
@@ -178,31 +350,41 @@ const fn out(mut s: ApiSpec, arg: u8) -> ApiSpec {
     s
 }
 
+/// The output value is an `int` (`int*` argument), not a pointer or handle.
+const fn out_int(mut s: ApiSpec) -> ApiSpec {
+    s.out_value = RetKind::Int { bits: 32, signed: true };
+    s
+}
+
 const fn string(mut s: ApiSpec, arg: u8) -> ApiSpec {
     s.string_arg = Some(arg);
     s
 }
 
+/// A roctx marker. Push and Pop return the nesting level (int), StartA the range id
+/// (`roctx_range_id_t`, uint64_t); Stop and Mark return nothing.
 const fn roctx(name: &'static str, kind: MarkerKind, has_text: bool) -> ApiSpec {
-    ApiSpec {
-        name,
-        lib: Lib::Roctx,
-        stack_words: 0,
-        string_arg: if has_text { Some(0) } else { None },
-        out_arg: None,
-        decode: Decode::Marker(kind),
-        default: true,
-    }
+    let ret = match kind {
+        MarkerKind::Push | MarkerKind::Pop => RetKind::Int { bits: 32, signed: true },
+        MarkerKind::Start => RetKind::Int { bits: 64, signed: false },
+        MarkerKind::Stop | MarkerKind::Mark => RetKind::Void,
+    };
+    let mut s = base(name, Lib::Roctx, Decode::Marker(kind), ret);
+    s.string_arg = if has_text { Some(0) } else { None };
+    s
 }
 
-/// A CUDA driver API (libcuda).
+/// A CUDA driver API (libcuda), returning CUresult.
 const fn cu(name: &'static str, decode: Decode) -> ApiSpec {
-    ApiSpec { name, lib: Lib::Cuda, stack_words: 0, string_arg: None, out_arg: None, decode, default: true }
+    base(name, Lib::Cuda, decode, RetKind::CuResult)
 }
 
-/// A CUDA runtime API (libcudart): decoded, not in the default set (the driver sees it all).
+/// A CUDA runtime API (libcudart), returning cudaError_t: decoded, not in the default set (the
+/// driver sees it all).
 const fn rt(name: &'static str, decode: Decode) -> ApiSpec {
-    ApiSpec { name, lib: Lib::Cudart, stack_words: 0, string_arg: None, out_arg: None, decode, default: false }
+    let mut s = base(name, Lib::Cudart, decode, RetKind::CudaError);
+    s.default = false;
+    s
 }
 
 const fn nvtx(name: &'static str, kind: MarkerKind, has_text: bool) -> ApiSpec {
@@ -225,13 +407,19 @@ const fn copy2d(kind_arg: u8, stream: Option<u8>, sync: bool) -> Decode {
     Decode::Copy(CopyForm { dst: 0, src: 2, size: 4, kind: CopyKind::Arg(kind_arg), stream, height: Some(5), sync })
 }
 
-const fn args(a: [Option<u8>; 4]) -> Decode {
+const fn args(a: [Option<ArgField>; 4]) -> Decode {
     Decode::Args(a)
 }
 
-const N: Option<u8> = None;
-const fn a(i: u8) -> Option<u8> {
-    Some(i)
+/// No argument recorded in this column.
+const N: Option<ArgField> = None;
+/// Argument `pos`, an address, handle or bit mask (shown in hex).
+const fn h(name: &'static str, pos: u8) -> Option<ArgField> {
+    Some(ArgField { pos, meaning: ArgMeaning { name, hex: true } })
+}
+/// Argument `pos`, a count, size, index or enum value (shown in decimal).
+const fn d(name: &'static str, pos: u8) -> Option<ArgField> {
+    Some(ArgField { pos, meaning: ArgMeaning { name, hex: false } })
 }
 
 use memcpy_kind::*;
@@ -249,17 +437,17 @@ pub static APIS: &[ApiSpec] = &[
     stack(spec("hipModuleLaunchKernel", Decode::Launch(Module)), 3),
     stack(spec("hipExtModuleLaunchKernel", Decode::Launch(ExtModule)), 3),
     stack(spec("hipHccModuleLaunchKernel", Decode::Launch(ExtModule)), 3),
-    spec("hipLaunchKernelExC", args([a(1), a(0), N, N])),
-    spec("hipLaunchByPtr", args([a(0), N, N, N])),
-    string(spec("__hipRegisterFunction", Decode::RegisterFunction), 2),
+    gpu(spec("hipLaunchKernelExC", args([h("function", 1), h("config", 0), N, N]))),
+    gpu(spec("hipLaunchByPtr", args([h("function", 0), N, N, N]))),
+    returns(string(spec("__hipRegisterFunction", Decode::RegisterFunction), 2), RetKind::Void),
     // Graphs and stream capture.
     spec("hipGraphLaunch", Decode::GraphLaunch),
-    out(spec("hipGraphInstantiate", args([a(0), a(1), N, N])), 0),
-    out(spec("hipGraphInstantiateWithFlags", args([a(0), a(1), a(2), N])), 0),
-    spec("hipGraphExecDestroy", args([a(0), N, N, N])),
-    spec("hipGraphDestroy", args([a(0), N, N, N])),
-    spec("hipStreamBeginCapture", args([N, a(1), N, a(0)])),
-    out(spec("hipStreamEndCapture", args([a(1), N, N, a(0)])), 1),
+    out(spec("hipGraphInstantiate", args([h("graph_exec", 0), h("graph", 1), N, N])), 0),
+    out(spec("hipGraphInstantiateWithFlags", args([h("graph_exec", 0), h("graph", 1), h("flags", 2), N])), 0),
+    spec("hipGraphExecDestroy", args([h("graph_exec", 0), N, N, N])),
+    spec("hipGraphDestroy", args([h("graph", 0), N, N, N])),
+    spec("hipStreamBeginCapture", args([N, d("mode", 1), N, h("stream", 0)])),
+    out(spec("hipStreamEndCapture", args([h("graph", 1), N, N, h("stream", 0)])), 1),
     // Allocation.
     out(spec("hipMalloc", Decode::Alloc { size: 1, flags: None, stream: None }), 0),
     out(spec("hipExtMallocWithFlags", Decode::Alloc { size: 1, flags: Some(2), stream: None }), 0),
@@ -308,49 +496,79 @@ pub static APIS: &[ApiSpec] = &[
     spec("hipMemsetD32", Decode::Memset { count: 2, value: 1, elem: 4, stream: None }),
     spec("hipMemsetD32Async", Decode::Memset { count: 2, value: 1, elem: 4, stream: Some(3) }),
     // (dst, pitch, value, width, height[, stream]): a1 = width, a2 = value.
-    spec("hipMemset2D", args([a(0), a(3), a(2), N])),
-    spec("hipMemset2DAsync", args([a(0), a(3), a(2), a(5)])),
+    gpu(spec("hipMemset2D", args([h("dst", 0), d("width", 3), d("value", 2), N]))),
+    gpu(spec("hipMemset2DAsync", args([h("dst", 0), d("width", 3), d("value", 2), h("stream", 5)]))),
     // Streams.
-    out(spec("hipStreamCreate", args([a(0), N, N, N])), 0),
-    out(spec("hipStreamCreateWithFlags", args([a(0), a(1), N, N])), 0),
-    out(spec("hipStreamCreateWithPriority", args([a(0), a(1), a(2), N])), 0),
-    spec("hipStreamDestroy", args([N, N, N, a(0)])),
-    spec("hipStreamSynchronize", args([N, N, N, a(0)])),
-    spec("hipStreamQuery", args([N, N, N, a(0)])),
-    spec("hipStreamWaitEvent", args([a(1), a(2), N, a(0)])),
+    out(spec("hipStreamCreate", args([h("stream", 0), N, N, N])), 0),
+    out(spec("hipStreamCreateWithFlags", args([h("stream", 0), h("flags", 1), N, N])), 0),
+    out(spec("hipStreamCreateWithPriority", args([h("stream", 0), h("flags", 1), d("priority", 2), N])), 0),
+    spec("hipStreamDestroy", args([N, N, N, h("stream", 0)])),
+    gpu(spec("hipStreamSynchronize", args([N, N, N, h("stream", 0)]))),
+    spec("hipStreamQuery", args([N, N, N, h("stream", 0)])),
+    gpu(spec("hipStreamWaitEvent", args([h("event", 1), h("flags", 2), N, h("stream", 0)]))),
     // Events.
-    out(spec("hipEventCreate", args([a(0), N, N, N])), 0),
-    out(spec("hipEventCreateWithFlags", args([a(0), a(1), N, N])), 0),
-    spec("hipEventDestroy", args([a(0), N, N, N])),
-    spec("hipEventRecord", args([a(0), N, N, a(1)])),
-    spec("hipEventSynchronize", args([a(0), N, N, N])),
-    spec("hipEventQuery", args([a(0), N, N, N])),
-    spec("hipEventElapsedTime", args([a(1), a(2), N, N])),
+    out(spec("hipEventCreate", args([h("event", 0), N, N, N])), 0),
+    out(spec("hipEventCreateWithFlags", args([h("event", 0), h("flags", 1), N, N])), 0),
+    spec("hipEventDestroy", args([h("event", 0), N, N, N])),
+    gpu(spec("hipEventRecord", args([h("event", 0), N, N, h("stream", 1)]))),
+    spec("hipEventSynchronize", args([h("event", 0), N, N, N])),
+    spec("hipEventQuery", args([h("event", 0), N, N, N])),
+    spec("hipEventElapsedTime", args([h("start_event", 1), h("stop_event", 2), N, N])),
     // Device.
-    spec("hipDeviceSynchronize", Decode::None),
+    gpu(spec("hipDeviceSynchronize", Decode::None)),
     spec("hipDeviceReset", Decode::None),
-    spec("hipSetDevice", args([a(0), N, N, N])),
-    out(spec("hipGetDeviceCount", args([a(0), N, N, N])), 0),
-    spec("hipGetDeviceProperties", args([N, a(1), N, N])),
-    spec("hipGetDevicePropertiesR0600", args([N, a(1), N, N])),
-    spec("hipInit", args([a(0), N, N, N])),
+    spec("hipSetDevice", args([d("device", 0), N, N, N])),
+    out_int(out(spec("hipGetDeviceCount", args([d("count", 0), N, N, N])), 0)),
+    spec("hipGetDeviceProperties", args([N, d("device", 1), N, N])),
+    spec("hipGetDevicePropertiesR0600", args([N, d("device", 1), N, N])),
+    spec("hipInit", args([h("flags", 0), N, N, N])),
     // Modules.
-    string(out(spec("hipModuleLoad", args([a(0), N, N, N])), 0), 1),
-    out(spec("hipModuleLoadData", args([a(0), a(1), N, N])), 0),
-    out(spec("hipModuleLoadDataEx", args([a(0), a(1), N, N])), 0),
-    string(out(spec("hipModuleGetFunction", args([a(0), a(1), N, N])), 0), 2),
-    spec("hipModuleUnload", args([a(0), N, N, N])),
+    string(out(spec("hipModuleLoad", args([h("module", 0), N, N, N])), 0), 1),
+    out(spec("hipModuleLoadData", args([h("module", 0), h("image", 1), N, N])), 0),
+    out(spec("hipModuleLoadDataEx", args([h("module", 0), h("image", 1), N, N])), 0),
+    names_kernel(string(out(spec("hipModuleGetFunction", args([h("function", 0), h("module", 1), N, N])), 0), 2)),
+    spec("hipModuleUnload", args([h("module", 0), N, N, N])),
     // Trivial getters: only with --apis all or by name.
-    not_default(out(spec("hipGetDevice", args([a(0), N, N, N])), 0)),
+    not_default(out_int(out(spec("hipGetDevice", args([d("device", 0), N, N, N])), 0))),
     not_default(spec("hipGetLastError", Decode::None)),
     not_default(spec("hipPeekAtLastError", Decode::None)),
-    not_default(spec("hipGetErrorString", args([a(0), N, N, N]))),
-    not_default(spec("hipGetErrorName", args([a(0), N, N, N]))),
-    not_default(spec("hipDeviceGetAttribute", args([N, a(1), a(2), N]))),
-    not_default(spec("hipPointerGetAttributes", args([a(1), N, N, N]))),
-    not_default(spec("hipStreamIsCapturing", args([N, N, N, a(0)]))),
-    not_default(spec("hipStreamGetCaptureInfo", args([N, N, N, a(0)]))),
+    not_default(returns(spec("hipGetErrorString", args([d("error", 0), N, N, N])), RetKind::Pointer)),
+    not_default(returns(spec("hipGetErrorName", args([d("error", 0), N, N, N])), RetKind::Pointer)),
+    not_default(spec("hipDeviceGetAttribute", args([N, d("attribute", 1), d("device", 2), N]))),
+    not_default(spec("hipPointerGetAttributes", args([h("ptr", 1), N, N, N]))),
+    not_default(spec("hipStreamIsCapturing", args([N, N, N, h("stream", 0)]))),
+    not_default(spec("hipStreamGetCaptureInfo", args([N, N, N, h("stream", 0)]))),
     not_default(spec("hipCtxGetCurrent", Decode::None)),
+    // Host callbacks, prefetches, event records with flags: GPU work the join keeps. Not in
+    // the default set; a0..a3 are arguments 0..3, as `--apis all` recorded them before they
+    // were in this table (so older traces read the same).
+    not_default(gpu(spec("hipLaunchHostFunc", args([h("stream", 0), h("function", 1), h("user_data", 2), N])))),
+    not_default(gpu(spec("hipStreamAddCallback", args([h("stream", 0), h("callback", 1), h("user_data", 2), h("flags", 3)])))),
+    not_default(gpu(spec("hipMemPrefetchAsync", args([h("ptr", 0), d("bytes", 1), d("device", 2), h("stream", 3)])))),
+    not_default(gpu(spec("hipEventRecordWithFlags", args([h("event", 0), h("stream", 1), h("flags", 2), N])))),
+    // The compiler's interface: hipcc-generated code calls these (`<<<>>>` pushes and pops the
+    // launch configuration; constructors register fat binaries, kernels and variables). In
+    // `--apis all`, as rocprofv3 traces them ("HIP compiler API"); signatures from
+    // hip_runtime_api.h and the runtime's hip_platform.cpp. a0..a3 are arguments 0..3.
+    // (dim3 grid, dim3 block, size_t shmem, hipStream_t stream): a dim3 is two registers.
+    not_default(spec("__hipPushCallConfiguration", args([h("grid_xy", 0), d("grid_z", 1), h("block_xy", 2), d("block_z", 3)]))),
+    // (dim3* grid, dim3* block, size_t* shmem, hipStream_t* stream)
+    not_default(spec("__hipPopCallConfiguration", Decode::None)),
+    // (const void* data) -> the module list (void**)
+    not_default(returns(spec("__hipRegisterFatBinary", args([h("fat_binary", 0), N, N, N])), RetKind::Pointer)),
+    // (void** modules)
+    not_default(returns(spec("__hipUnregisterFatBinary", args([h("modules", 0), N, N, N])), RetKind::Void)),
+    // (void** modules, void* var, char* hostVar, char* deviceVar, int ext, size_t size, int constant, int global)
+    not_default(returns(spec("__hipRegisterVar", args([h("modules", 0), h("var", 1), h("host_var", 2), h("device_var", 3)])), RetKind::Void)),
+    // (void* module, void** pointer, void* init_value, const char* name, size_t size, unsigned align)
+    not_default(returns(
+        spec("__hipRegisterManagedVar", args([h("module", 0), h("pointer", 1), h("init_value", 2), h("name", 3)])),
+        RetKind::Void,
+    )),
+    // (void** modules, void* var, char* hostVar, char* deviceVar, int type, int ext)
+    not_default(returns(spec("__hipRegisterSurface", args([h("modules", 0), h("var", 1), h("host_var", 2), h("device_var", 3)])), RetKind::Void)),
+    // (void** modules, void* var, char* hostVar, char* deviceVar, int type, int norm, int ext)
+    not_default(returns(spec("__hipRegisterTexture", args([h("modules", 0), h("var", 1), h("host_var", 2), h("device_var", 3)])), RetKind::Void)),
     // roctx markers (libroctx64).
     roctx("roctxRangePushA", MarkerKind::Push, true),
     roctx("roctxRangePop", MarkerKind::Pop, false),
@@ -371,14 +589,14 @@ pub static APIS: &[ApiSpec] = &[
     cu("cuLaunchKernelEx_ptsz", Decode::Launch(Config)),
     cu("cuGraphLaunch", Decode::GraphLaunch),
     cu("cuGraphLaunch_ptsz", Decode::GraphLaunch),
-    out(cu("cuGraphInstantiateWithFlags", args([a(0), a(1), a(2), N])), 0),
-    out(cu("cuGraphInstantiate_v2", args([a(0), a(1), N, N])), 0),
-    cu("cuGraphExecDestroy", args([a(0), N, N, N])),
-    cu("cuGraphDestroy", args([a(0), N, N, N])),
-    cu("cuStreamBeginCapture_v2", args([N, a(1), N, a(0)])),
-    cu("cuStreamBeginCapture_ptsz", args([N, a(1), N, a(0)])),
-    out(cu("cuStreamEndCapture", args([a(1), N, N, a(0)])), 1),
-    out(cu("cuStreamEndCapture_ptsz", args([a(1), N, N, a(0)])), 1),
+    out(cu("cuGraphInstantiateWithFlags", args([h("graph_exec", 0), h("graph", 1), h("flags", 2), N])), 0),
+    out(cu("cuGraphInstantiate_v2", args([h("graph_exec", 0), h("graph", 1), N, N])), 0),
+    cu("cuGraphExecDestroy", args([h("graph_exec", 0), N, N, N])),
+    cu("cuGraphDestroy", args([h("graph", 0), N, N, N])),
+    cu("cuStreamBeginCapture_v2", args([N, d("mode", 1), N, h("stream", 0)])),
+    cu("cuStreamBeginCapture_ptsz", args([N, d("mode", 1), N, h("stream", 0)])),
+    out(cu("cuStreamEndCapture", args([h("graph", 1), N, N, h("stream", 0)])), 1),
+    out(cu("cuStreamEndCapture_ptsz", args([h("graph", 1), N, N, h("stream", 0)])), 1),
     // Allocation: (CUdeviceptr* out, size[, flags | stream]).
     out(cu("cuMemAlloc_v2", Decode::Alloc { size: 1, flags: None, stream: None }), 0),
     out(cu("cuMemAllocManaged", Decode::Alloc { size: 1, flags: Some(2), stream: None }), 0),
@@ -423,51 +641,51 @@ pub static APIS: &[ApiSpec] = &[
     cu("cuMemsetD8Async_ptsz", Decode::Memset { count: 2, value: 1, elem: 1, stream: Some(3) }),
     cu("cuMemsetD32Async_ptsz", Decode::Memset { count: 2, value: 1, elem: 4, stream: Some(3) }),
     // Streams, events, synchronization.
-    out(cu("cuStreamCreate", args([a(0), a(1), N, N])), 0),
-    out(cu("cuStreamCreateWithPriority", args([a(0), a(1), a(2), N])), 0),
-    cu("cuStreamDestroy_v2", args([N, N, N, a(0)])),
-    cu("cuStreamSynchronize", args([N, N, N, a(0)])),
-    cu("cuStreamSynchronize_ptsz", args([N, N, N, a(0)])),
-    cu("cuStreamQuery", args([N, N, N, a(0)])),
-    cu("cuStreamQuery_ptsz", args([N, N, N, a(0)])),
+    out(cu("cuStreamCreate", args([h("stream", 0), h("flags", 1), N, N])), 0),
+    out(cu("cuStreamCreateWithPriority", args([h("stream", 0), h("flags", 1), d("priority", 2), N])), 0),
+    cu("cuStreamDestroy_v2", args([N, N, N, h("stream", 0)])),
+    cu("cuStreamSynchronize", args([N, N, N, h("stream", 0)])),
+    cu("cuStreamSynchronize_ptsz", args([N, N, N, h("stream", 0)])),
+    cu("cuStreamQuery", args([N, N, N, h("stream", 0)])),
+    cu("cuStreamQuery_ptsz", args([N, N, N, h("stream", 0)])),
     // (stream, event, flags): a0 = event, a1 = flags, a3 = stream.
-    cu("cuStreamWaitEvent", args([a(1), a(2), N, a(0)])),
-    cu("cuStreamWaitEvent_ptsz", args([a(1), a(2), N, a(0)])),
+    cu("cuStreamWaitEvent", args([h("event", 1), h("flags", 2), N, h("stream", 0)])),
+    cu("cuStreamWaitEvent_ptsz", args([h("event", 1), h("flags", 2), N, h("stream", 0)])),
     cu("cuCtxSynchronize", Decode::None),
-    cu("cuCtxSynchronize_v2", args([a(0), N, N, N])),
-    out(cu("cuEventCreate", args([a(0), a(1), N, N])), 0),
-    cu("cuEventDestroy_v2", args([a(0), N, N, N])),
-    cu("cuEventRecord", args([a(0), N, N, a(1)])),
-    cu("cuEventRecord_ptsz", args([a(0), N, N, a(1)])),
-    cu("cuEventRecordWithFlags", args([a(0), a(2), N, a(1)])),
-    cu("cuEventRecordWithFlags_ptsz", args([a(0), a(2), N, a(1)])),
-    cu("cuEventSynchronize", args([a(0), N, N, N])),
-    cu("cuEventQuery", args([a(0), N, N, N])),
-    cu("cuEventElapsedTime", args([a(1), a(2), N, N])),
-    cu("cuEventElapsedTime_v2", args([a(1), a(2), N, N])),
+    cu("cuCtxSynchronize_v2", args([h("context", 0), N, N, N])),
+    out(cu("cuEventCreate", args([h("event", 0), h("flags", 1), N, N])), 0),
+    cu("cuEventDestroy_v2", args([h("event", 0), N, N, N])),
+    cu("cuEventRecord", args([h("event", 0), N, N, h("stream", 1)])),
+    cu("cuEventRecord_ptsz", args([h("event", 0), N, N, h("stream", 1)])),
+    cu("cuEventRecordWithFlags", args([h("event", 0), h("flags", 2), N, h("stream", 1)])),
+    cu("cuEventRecordWithFlags_ptsz", args([h("event", 0), h("flags", 2), N, h("stream", 1)])),
+    cu("cuEventSynchronize", args([h("event", 0), N, N, N])),
+    cu("cuEventQuery", args([h("event", 0), N, N, N])),
+    cu("cuEventElapsedTime", args([h("start_event", 1), h("stop_event", 2), N, N])),
+    cu("cuEventElapsedTime_v2", args([h("start_event", 1), h("stop_event", 2), N, N])),
     // Init, modules and libraries (kernel handles and their names).
-    cu("cuInit", args([a(0), N, N, N])),
-    string(out(cu("cuModuleLoad", args([a(0), N, N, N])), 0), 1),
-    out(cu("cuModuleLoadData", args([a(0), a(1), N, N])), 0),
-    out(cu("cuModuleLoadDataEx", args([a(0), a(1), N, N])), 0),
-    cu("cuModuleUnload", args([a(0), N, N, N])),
+    cu("cuInit", args([h("flags", 0), N, N, N])),
+    string(out(cu("cuModuleLoad", args([h("module", 0), N, N, N])), 0), 1),
+    out(cu("cuModuleLoadData", args([h("module", 0), h("image", 1), N, N])), 0),
+    out(cu("cuModuleLoadDataEx", args([h("module", 0), h("image", 1), N, N])), 0),
+    cu("cuModuleUnload", args([h("module", 0), N, N, N])),
     // (CUfunction* out, CUmodule, const char* name): the name of a handle cuLaunchKernel takes.
-    string(out(cu("cuModuleGetFunction", args([a(0), a(1), N, N])), 0), 2),
+    names_kernel(string(out(cu("cuModuleGetFunction", args([h("function", 0), h("module", 1), N, N])), 0), 2)),
     // (CUlibrary* out, code, ...): the runtime's lazy loading (CUDA 12+).
-    out(cu("cuLibraryLoadData", args([a(0), a(1), N, N])), 0),
-    cu("cuLibraryUnload", args([a(0), N, N, N])),
+    out(cu("cuLibraryLoadData", args([h("library", 0), h("code", 1), N, N])), 0),
+    cu("cuLibraryUnload", args([h("library", 0), N, N, N])),
     // (CUkernel* out, CUlibrary, const char* name): the runtime launches CUkernel handles
     // through cuLaunchKernel (measured: same handle values), so this names them.
-    string(out(cu("cuLibraryGetKernel", args([a(0), a(1), N, N])), 0), 2),
+    names_kernel(string(out(cu("cuLibraryGetKernel", args([h("kernel", 0), h("library", 1), N, N])), 0), 2)),
     // Trivial or chatty: only with --apis all or by name.
     // (const char* symbol, void** pfn, int version, flags, status*): a0 = the function pointer.
-    not_default(string(out(cu("cuGetProcAddress_v2", args([a(0), a(2), N, N])), 1), 0)),
-    not_default(out(cu("cuCtxGetCurrent", args([a(0), N, N, N])), 0)),
-    not_default(cu("cuCtxSetCurrent", args([a(0), N, N, N]))),
-    not_default(cu("cuDeviceGetAttribute", args([N, a(1), a(2), N]))),
-    not_default(cu("cuPointerGetAttribute", args([N, a(1), a(2), N]))),
-    not_default(cu("cuGetErrorString", args([a(0), N, N, N]))),
-    not_default(out(cu("cuKernelGetFunction", args([a(0), a(1), N, N])), 0)),
+    not_default(string(out(cu("cuGetProcAddress_v2", args([h("function", 0), d("version", 2), N, N])), 1), 0)),
+    not_default(out(cu("cuCtxGetCurrent", args([h("context", 0), N, N, N])), 0)),
+    not_default(cu("cuCtxSetCurrent", args([h("context", 0), N, N, N]))),
+    not_default(cu("cuDeviceGetAttribute", args([N, d("attribute", 1), d("device", 2), N]))),
+    not_default(cu("cuPointerGetAttribute", args([N, d("attribute", 1), h("ptr", 2), N]))),
+    not_default(cu("cuGetErrorString", args([d("error", 0), N, N, N]))),
+    not_default(out(cu("cuKernelGetFunction", args([h("function", 0), h("kernel", 1), N, N])), 0)),
     // ---- CUDA runtime API (libcudart.so.*): off by default, see the module doc.
     // (const void* func, dim3 grid, dim3 block, void** args, size_t shmem, cudaStream_t stream):
     // the same register layout as hipLaunchKernel.
@@ -478,9 +696,9 @@ pub static APIS: &[ApiSpec] = &[
     rt("cudaLaunchKernelExC", Decode::Launch(Config)),
     rt("cudaGraphLaunch", Decode::GraphLaunch),
     rt("cudaGraphLaunch_ptsz", Decode::GraphLaunch),
-    out(rt("cudaGraphInstantiateWithFlags", args([a(0), a(1), a(2), N])), 0),
-    rt("cudaStreamBeginCapture", args([N, a(1), N, a(0)])),
-    out(rt("cudaStreamEndCapture", args([a(1), N, N, a(0)])), 1),
+    out(rt("cudaGraphInstantiateWithFlags", args([h("graph_exec", 0), h("graph", 1), h("flags", 2), N])), 0),
+    rt("cudaStreamBeginCapture", args([N, d("mode", 1), N, h("stream", 0)])),
+    out(rt("cudaStreamEndCapture", args([h("graph", 1), N, N, h("stream", 0)])), 1),
     // (dst, src, count, cudaMemcpyKind[, stream]): the kinds match hipMemcpyKind's values.
     rt("cudaMemcpy", copy(0, 1, 2, Arg(3), None, true)),
     rt("cudaMemcpyAsync", copy(0, 1, 2, Arg(3), Some(4), false)),
@@ -493,14 +711,14 @@ pub static APIS: &[ApiSpec] = &[
     rt("cudaFree", Decode::Free { stream: None }),
     rt("cudaFreeHost", Decode::Free { stream: None }),
     rt("cudaFreeAsync", Decode::Free { stream: Some(1) }),
-    rt("cudaStreamSynchronize", args([N, N, N, a(0)])),
+    rt("cudaStreamSynchronize", args([N, N, N, h("stream", 0)])),
     rt("cudaDeviceSynchronize", Decode::None),
-    rt("cudaEventRecord", args([a(0), N, N, a(1)])),
-    rt("cudaEventSynchronize", args([a(0), N, N, N])),
-    rt("cudaStreamWaitEvent", args([a(1), a(2), N, a(0)])),
+    rt("cudaEventRecord", args([h("event", 0), N, N, h("stream", 1)])),
+    rt("cudaEventSynchronize", args([h("event", 0), N, N, N])),
+    rt("cudaStreamWaitEvent", args([h("event", 1), h("flags", 2), N, h("stream", 0)])),
     // (fatCubinHandle, hostFun, deviceFun, deviceName, ...): names host stubs. PyTorch makes
     // ~21 500 of these at import.
-    string(rt("__cudaRegisterFunction", Decode::RegisterFunction), 2),
+    returns(string(rt("__cudaRegisterFunction", Decode::RegisterFunction), 2), RetKind::Void),
     // ---- NVTX (libnvToolsExt.so.1 / libnvtx3interop.so.1, when a process maps one). NVTX v3
     // as PyTorch uses it is header-only: without an injection library no exported function is
     // called, so these see only applications that link the library.
@@ -511,22 +729,66 @@ pub static APIS: &[ApiSpec] = &[
     nvtx("nvtxMarkA", MarkerKind::Mark, true),
 ];
 
-/// Looks an API up by its (unversioned) name.
+/// Looks an API up by its (unversioned) name in the curated table.
 pub fn find(name: &str) -> Option<&'static ApiSpec> {
     APIS.iter().find(|s| s.name == name)
 }
 
+/// The return kind Debian's HIP headers declare for a function (generated: [`super::hip_returns`]).
+pub fn header_return(name: &str) -> Option<RetKind> {
+    let t = super::hip_returns::HIP_HEADER_RETURNS;
+    t.binary_search_by(|(n, _)| (*n).cmp(name)).ok().map(|i| t[i].1)
+}
+
+/// Is `name` a HIP API: a HIP function of the curated table, or a `hip*` function the HIP
+/// headers declare. (What a global-namespace C++ export must demangle to, to be probed.)
+pub fn is_hip_api(name: &str) -> bool {
+    find(name).is_some_and(|s| s.lib == Lib::Hip) || (name.starts_with("hip") && header_return(name).is_some())
+}
+
+/// The spec of any probed function: the curated one, else the generic one.
+pub fn spec_for(name: &str, lib: Lib) -> ApiSpec {
+    find(name).copied().unwrap_or_else(|| generic(lib, name))
+}
+
 /// The spec `--apis all` uses for an exported function outside the curated table: the first
-/// four register arguments, raw.
-pub fn generic(lib: Lib) -> ApiSpec {
-    ApiSpec {
-        name: "",
-        lib,
-        stack_words: 0,
-        string_arg: None,
-        out_arg: None,
-        decode: Decode::Args([a(0), a(1), a(2), a(3)]),
-        default: false,
+/// four register arguments, raw, and the return kind the HIP headers declare (unknown for
+/// other libraries, whose headers are not on the machine).
+pub fn generic(lib: Lib, name: &str) -> ApiSpec {
+    const RAW: [Option<ArgField>; 4] = [h("a0", 0), h("a1", 1), h("a2", 2), h("a3", 3)];
+    let ret = match lib {
+        Lib::Hip => header_return(name).unwrap_or(RetKind::Unknown),
+        _ => RetKind::Unknown,
+    };
+    let mut s = base("", lib, Decode::Args(RAW), ret);
+    s.default = false;
+    s
+}
+
+/// The trace's `rtl_api_meaning.hex`: bit N set when aN is shown in hex.
+pub fn hex_mask(m: &[Option<ArgMeaning>; 4]) -> i64 {
+    (0..4).filter(|&i| m[i].is_some_and(|a| a.hex)).fold(0, |h, i| h | 1 << i)
+}
+
+impl ApiSpec {
+    /// What `a0..a3` hold in the trace for this API (None: nothing is recorded there).
+    pub fn arg_meanings(&self) -> [Option<ArgMeaning>; 4] {
+        const fn m(name: &'static str, hex: bool) -> Option<ArgMeaning> {
+            Some(ArgMeaning { name, hex })
+        }
+        let stream = |s: Option<u8>| s.and(m("stream", true));
+        match self.decode {
+            Decode::None | Decode::Marker(_) => [None; 4],
+            Decode::Launch(LaunchForm::Config) => [m("function", true), m("config", true), None, None],
+            Decode::Launch(_) => [m("function", true), m("shared_mem_bytes", false), None, m("stream", true)],
+            Decode::Copy(c) => [m("dst", true), m("bytes", false), m("copy_kind", false), stream(c.stream)],
+            Decode::Alloc { flags, stream: st, .. } => [m("ptr", true), m("bytes", false), flags.and(m("flags", true)), stream(st)],
+            Decode::Free { stream: st } => [m("ptr", true), None, None, stream(st)],
+            Decode::Memset { stream: st, .. } => [m("dst", true), m("bytes", false), m("value", false), stream(st)],
+            Decode::GraphLaunch => [m("graph_exec", true), None, None, m("stream", true)],
+            Decode::RegisterFunction => [m("host_function", true), None, None, None],
+            Decode::Args(v) => v.map(|f| f.map(|f| f.meaning)),
+        }
     }
 }
 
@@ -559,7 +821,7 @@ mod tests {
                     }
                     c.stream.into_iter().chain(c.height).for_each(check);
                 }
-                Decode::Args(v) => v.into_iter().flatten().for_each(check),
+                Decode::Args(v) => v.into_iter().flatten().map(|f| f.pos).for_each(check),
                 Decode::Alloc { size, flags, stream } => {
                     check(size);
                     flags.into_iter().chain(stream).for_each(check);
@@ -656,7 +918,7 @@ mod tests {
             text: None,
         };
         let call = Call { open, end: 2, ret: Some(0), out, status: CallStatus::Complete };
-        crate::join::args::decode(&call, s.name, s.decode)
+        crate::join::args::decode(&call, s)
     }
 
     #[test]
@@ -739,6 +1001,144 @@ mod tests {
         assert_eq!((s.out_arg, s.string_arg), (Some(0), Some(2)));
         let d = decode_call("cuLibraryGetKernel", &[0x7ffd_0000_0000, 0x4700_0000, 0x7f00_1000], Some(0x4780_7c70));
         assert_eq!(d.rtl.a[0], Some(0x4780_7c70));
+    }
+
+    #[test]
+    fn return_kinds_are_the_headers() {
+        // Every HIP API of the table that the HIP headers declare returns what they say.
+        // The others are newer than ROCm 5.2's headers or the compiler's interface, declared
+        // nowhere there: their kinds are given by hand (signatures in the table's comments).
+        const NOT_IN_THE_HEADERS: &[&str] = &[
+            "hipLaunchKernelExC", "hipGetDevicePropertiesR0600", "hipEventRecordWithFlags", "__hipRegisterFunction",
+            "__hipRegisterFatBinary", "__hipUnregisterFatBinary", "__hipRegisterVar", "__hipRegisterManagedVar",
+            "__hipRegisterSurface", "__hipRegisterTexture",
+        ];
+        for s in APIS.iter().filter(|s| s.lib == Lib::Hip) {
+            match header_return(s.name) {
+                Some(k) => assert_eq!(s.ret, k, "{}: table says {:?}, hip headers {:?}", s.name, s.ret, k),
+                None => assert!(NOT_IN_THE_HEADERS.contains(&s.name), "{} is not in the HIP headers", s.name),
+            }
+        }
+        // The ones the issue names; not error codes.
+        for (n, k) in [
+            ("hipApiName", RetKind::Pointer),
+            ("hipGetCmdName", RetKind::Pointer),
+            ("hiprtcGetErrorString", RetKind::Pointer),
+            ("hipGetErrorString", RetKind::Pointer),
+            ("hipEnableActivityCallback", RetKind::Bool),
+            ("hipInitActivityCallback", RetKind::Void),
+            ("__hipRegisterFunction", RetKind::Void),
+            ("__hipRegisterFatBinary", RetKind::Pointer),
+            ("__hipUnregisterFatBinary", RetKind::Void),
+            ("hipGetStreamDeviceId", RetKind::Int { bits: 32, signed: true }),
+            ("hipMalloc", RetKind::HipError),
+            ("hipExtModuleLaunchKernel", RetKind::HipError),
+            ("__hipPushCallConfiguration", RetKind::HipError),
+            ("roctxRangePushA", RetKind::Int { bits: 32, signed: true }),
+            ("roctxRangeStartA", RetKind::Int { bits: 64, signed: false }),
+            ("roctxMarkA", RetKind::Void),
+            ("cuLaunchKernel", RetKind::CuResult),
+            ("cudaMalloc", RetKind::CudaError),
+        ] {
+            let s = spec_for(n, Lib::of_name(n));
+            assert_eq!(s.ret, k, "{n}");
+            assert_eq!(s.ret.is_error_code(), matches!(k, RetKind::HipError | RetKind::CuResult | RetKind::CudaError), "{n}");
+        }
+        // Not described anywhere: unknown, never an error.
+        assert_eq!(spec_for("hipNoSuchApi", Lib::Hip).ret, RetKind::Unknown);
+        assert_eq!(spec_for("cuNoSuchApi", Lib::Cuda).ret, RetKind::Unknown);
+        // The header table is sorted (binary search) and names are unique.
+        let t = super::super::hip_returns::HIP_HEADER_RETURNS;
+        assert!(t.windows(2).all(|w| w[0].0 < w[1].0));
+    }
+
+    #[test]
+    fn return_values_are_stored_by_kind() {
+        let raw = 0xdead_beef_ffff_fffe_u64;
+        assert_eq!(RetKind::HipError.value(raw), Some(-2));
+        assert_eq!(RetKind::HipError.value(101), Some(101));
+        assert_eq!(RetKind::Pointer.value(0x7f12_3456_7890), Some(0x7f12_3456_7890));
+        assert_eq!(RetKind::Bool.value(0xffff_ff00), Some(0));
+        assert_eq!(RetKind::Bool.value(0xffff_ff01), Some(1));
+        assert_eq!(RetKind::Int { bits: 32, signed: true }.value(raw), Some(-2));
+        assert_eq!(RetKind::Int { bits: 32, signed: false }.value(raw), Some(0xffff_fffe));
+        assert_eq!(RetKind::Int { bits: 8, signed: false }.value(raw), Some(0xfe));
+        assert_eq!(RetKind::Int { bits: 64, signed: false }.value(raw), Some(raw as i64));
+        assert_eq!(RetKind::Void.value(raw), None);
+        assert_eq!(RetKind::Other.value(raw), None);
+        assert_eq!(RetKind::Unknown.value(raw), Some(raw as i64));
+        for k in [
+            RetKind::HipError, RetKind::CuResult, RetKind::CudaError, RetKind::Pointer, RetKind::Bool, RetKind::Void,
+            RetKind::Other, RetKind::Unknown, RetKind::Int { bits: 8, signed: true }, RetKind::Int { bits: 16, signed: false },
+            RetKind::Int { bits: 32, signed: true }, RetKind::Int { bits: 64, signed: false },
+        ] {
+            assert_eq!(RetKind::parse(k.name()), Some(k));
+        }
+        assert_eq!(RetKind::parse("hipError_t; DROP TABLE"), None);
+    }
+
+    #[test]
+    fn argument_meanings_come_from_the_table() {
+        // hipStreamWaitEvent(stream, event, flags): a0 event, a1 flags, a3 stream.
+        let m = find("hipStreamWaitEvent").unwrap().arg_meanings();
+        let names: Vec<Option<&str>> = m.iter().map(|a| a.map(|a| a.name)).collect();
+        assert_eq!(names, [Some("event"), Some("flags"), None, Some("stream")]);
+        let m = find("hipLaunchKernel").unwrap().arg_meanings();
+        assert_eq!(m[1], Some(ArgMeaning { name: "shared_mem_bytes", hex: false }));
+        assert_eq!(find("hipMemcpy").unwrap().arg_meanings()[3], None, "no stream argument");
+        assert_eq!(generic(Lib::Hip, "hipApiName").arg_meanings()[2], Some(ArgMeaning { name: "a2", hex: true }));
+        for s in APIS {
+            let m = s.arg_meanings();
+            for (i, a) in m.iter().enumerate().filter_map(|(i, a)| a.map(|a| (i, a))) {
+                assert!(!a.name.is_empty() && a.name.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_'), "{}", s.name);
+                assert!(!m[..i].iter().flatten().any(|b| b.name == a.name), "{}: {} twice", s.name, a.name);
+            }
+        }
+    }
+
+    #[test]
+    fn an_int_output_keeps_only_its_four_bytes() {
+        // hipGetDeviceCount(int*): the probe reads 8 bytes at the pointer; the next 4 are not
+        // the count.
+        let d = decode_call("hipGetDeviceCount", &[0x7ffd_0000_0010], Some(0xdead_beef_0000_0002));
+        assert_eq!(d.rtl.a[0], Some(2));
+        let d = decode_call("hipGetDevice", &[0x7ffd_0000_0010], Some(0x1234_5678_ffff_ffff));
+        assert_eq!(d.rtl.a[0], Some(-1));
+        // A pointer output is kept whole.
+        let d = decode_call("hipStreamCreate", &[0x7ffd_0000_0010], Some(0x5555_0000_1230));
+        assert_eq!(d.rtl.a[0], Some(0x5555_0000_1230));
+    }
+
+    #[test]
+    fn gpu_work_and_kernel_naming_are_table_facts() {
+        for n in [
+            "hipLaunchKernel", "hipMemcpyAsync", "hipMemsetAsync", "hipGraphLaunch", "hipEventRecord",
+            "hipEventRecordWithFlags", "hipStreamWaitEvent", "hipLaunchHostFunc", "hipStreamAddCallback",
+            "hipMemset2D", "hipMemset2DAsync", "hipMemPrefetchAsync", "hipLaunchKernelExC", "hipLaunchByPtr",
+            "hipDeviceSynchronize", "hipStreamSynchronize", "cuLaunchKernel", "cuMemcpyAsync",
+        ] {
+            assert!(find(n).unwrap().gpu_work, "{n}");
+        }
+        for n in ["hipMalloc", "hipGetDeviceCount", "hipEventQuery", "hipStreamCreate", "__hipRegisterFunction"] {
+            assert!(!find(n).unwrap().gpu_work, "{n}");
+        }
+        assert!(!generic(Lib::Hip, "hipApiName").gpu_work);
+        assert_eq!(find("__hipRegisterFunction").unwrap().kernel_naming, KernelNaming::HostStub);
+        assert_eq!(find("__cudaRegisterFunction").unwrap().kernel_naming, KernelNaming::HostStub);
+        for n in ["hipModuleGetFunction", "cuModuleGetFunction", "cuLibraryGetKernel"] {
+            let s = find(n).unwrap();
+            assert_eq!((s.kernel_naming, s.out_arg.is_some(), s.string_arg.is_some()), (KernelNaming::OutHandle, true, true), "{n}");
+        }
+    }
+
+    #[test]
+    fn hip_apis_are_recognised() {
+        for n in ["hipExtModuleLaunchKernel", "hipHccModuleLaunchKernel", "hipCreateSurfaceObject", "hipDestroySurfaceObject", "hipMalloc"] {
+            assert!(is_hip_api(n), "{n}");
+        }
+        for n in ["hipLaunchKernelGGLImpl", "amd_dbgapi_get_build_id", "hipNoSuchApi", "cuLaunchKernel", "malloc"] {
+            assert!(!is_hip_api(n), "{n}");
+        }
     }
 
     #[test]

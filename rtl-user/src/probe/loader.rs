@@ -429,31 +429,37 @@ impl Probes {
 
 /// The APIs of `selection` that a library of kind `want` gets, with their specs. Names outside
 /// the table get the generic spec; names belong to a library by prefix ([`Lib::of_name`]).
+/// `all`: every exported function with the library's prefix (C++-only exports under their plain
+/// name when they demangle to a HIP API, see [`Symbols`]), plus the table's APIs without the
+/// prefix that the library exports (`__hip*` compiler interface, `__cudaRegisterFunction`).
 pub fn select(selection: &ApiSelection, want: Lib, syms: &Symbols) -> Vec<(String, ApiSpec)> {
     match selection {
         ApiSelection::Default => {
             apis::APIS.iter().filter(|s| s.default && s.lib == want).map(|s| (s.name.to_string(), *s)).collect()
         }
         ApiSelection::All => {
+            let prefix = want.all_prefix();
             let mut v: Vec<(String, ApiSpec)> = syms
-                .names_with_prefix(want.all_prefix())
+                .names_with_prefix(prefix)
                 .into_iter()
                 .filter(|n| Lib::of_name(n) == want)
-                .map(|n| (n.to_string(), apis::find(n).copied().unwrap_or_else(|| apis::generic(want))))
+                .filter(|n| match syms.export(n) {
+                    Some((Some(_cxx), _)) => apis::find(n).is_some() || (want == Lib::Hip && apis::is_hip_api(n)),
+                    _ => true,
+                })
+                .map(|n| (n.to_string(), apis::spec_for(n, want)))
                 .collect();
-            let register = match want {
-                Lib::Hip => Some("__hipRegisterFunction"),
-                Lib::Cudart => Some("__cudaRegisterFunction"),
-                _ => None,
-            };
-            v.extend(register.and_then(apis::find).map(|s| (s.name.to_string(), *s)));
+            v.extend(
+                apis::APIS
+                    .iter()
+                    .filter(|s| s.lib == want && !s.name.starts_with(prefix) && syms.offset(s.name).is_some())
+                    .map(|s| (s.name.to_string(), *s)),
+            );
             v
         }
-        ApiSelection::Names(names) => names
-            .iter()
-            .filter(|n| Lib::of_name(n) == want)
-            .map(|n| (n.clone(), apis::find(n).copied().unwrap_or_else(|| apis::generic(want))))
-            .collect(),
+        ApiSelection::Names(names) => {
+            names.iter().filter(|n| Lib::of_name(n) == want).map(|n| (n.clone(), apis::spec_for(n, want))).collect()
+        }
     }
 }
 

@@ -1,8 +1,11 @@
-//! The probes: which APIs ([`apis`]), where ([`library`], [`symbols`]), the kernel objects
-//! ([`loader`]) and the kernel facts they need ([`btf`], [`dynamic_loader`]).
+//! The probes: which APIs ([`apis`], with [`hip_returns`] generated from the HIP headers),
+//! where ([`library`], [`symbols`], [`demangle`]), the kernel objects ([`loader`]) and the
+//! kernel facts they need ([`btf`], [`dynamic_loader`]).
 pub mod apis;
 pub mod btf;
+pub mod demangle;
 pub mod dynamic_loader;
+pub mod hip_returns;
 pub mod library;
 pub mod loader;
 pub mod symbols;
@@ -36,18 +39,28 @@ pub fn list_apis(lib: Option<&Path>, sel: &loader::ApiSelection, runtime: librar
         loader::ApiSelection::Names(v) => v.clone(),
         _ => loader::select(sel, want, &syms).into_iter().map(|(n, _)| n).collect(),
     };
-    println!("{}: {} exported functions", path.display(), syms.len());
+    println!("{}: {} exported functions", shown(&path.display().to_string()), syms.len());
     let (mut have, mut missing) = (0, Vec::new());
     for n in &names {
-        match syms.offset(n) {
-            Some(off) => {
+        let spec = apis::spec_for(n, apis::Lib::of_name(n));
+        match syms.export(n) {
+            Some((cxx, off)) => {
                 have += 1;
                 let how = if apis::find(n).is_some() { "decoded" } else { "generic" };
-                println!("  {n:<40} offset {off:#x}  {how}");
+                let via = cxx.map(|e| format!("  C++ symbol {}", shown(&e.signature))).unwrap_or_default();
+                println!("  {:<40} offset {off:#x}  {how}  returns {}{via}", shown(n), spec.ret.name());
             }
-            None => missing.push(n.as_str()),
+            None => missing.push(shown(n)),
+        }
+        for o in syms.overloads(n) {
+            println!("  {:<40} not probed: C++ overload {} at {:#x}", "", shown(&o.signature), o.offset);
         }
     }
     println!("{have} would be probed; not exported: {}", if missing.is_empty() { "none".into() } else { missing.join(", ") });
     Ok(())
+}
+
+/// A name read from a library file, safe to print on a terminal (control characters escaped).
+fn shown(s: &str) -> String {
+    s.chars().flat_map(|c| if c.is_control() { c.escape_default().collect::<Vec<_>>() } else { vec![c] }).collect()
 }

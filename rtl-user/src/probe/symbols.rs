@@ -3,6 +3,17 @@
 //! Read once per library with the `object` crate. Versioned names (`hipMalloc@@hip_4.2` in
 //! `objdump -T`) are stored in `.dynsym` under their plain name with the version kept in
 //! `.gnu.version`; we key by the plain name and keep the default version when a name has several.
+//!
+//! C++ exports: ROCm 5.2 exports a few public HIP APIs only under C++ mangled names
+//! (`_Z24hipExtModuleLaunchKernelP18ihipModuleSymbol_t...`: hip_ext.h declares them without
+//! `extern "C"`). A function in the global namespace (not a method, not namespaced, not a
+//! template; [`demangle::global_function_name`]) is also found under its plain name, the name
+//! the API table and `--apis` use: [`Symbols::offset`]`("hipExtModuleLaunchKernel")`. One
+//! export per name is probed: the C symbol when the library has one (a C++ overload beside it
+//! is listed by [`Symbols::overloads`], not probed: its arguments may differ from the C
+//! signature the table decodes, and if it forwards to the C function each call would be
+//! counted twice), else the C++ export when there is exactly one (several overloads and no C
+//! symbol: none, the call is ambiguous).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -10,10 +21,24 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 use object::{Object, ObjectSegment, ObjectSymbol, SymbolKind};
 
+use super::demangle;
+
 /// Function symbols of one library: plain name -> file offset.
 #[derive(Debug, Default)]
 pub struct Symbols {
     offsets: HashMap<String, u64>,
+    /// Global-namespace C++ functions by their plain name, sorted by mangled name.
+    cxx: HashMap<String, Vec<CxxExport>>,
+}
+
+/// A C++ export of a global-namespace function.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CxxExport {
+    /// The mangled symbol (without its version).
+    pub mangled: String,
+    /// Its demangled signature (bounded: [`demangle::MAX_DEMANGLED`]).
+    pub signature: String,
+    pub offset: u64,
 }
 
 impl Symbols {
@@ -46,6 +71,7 @@ impl Symbols {
             })
             .collect();
         let mut offsets = HashMap::new();
+        let mut cxx: HashMap<String, Vec<CxxExport>> = HashMap::new();
         let mut any_dynamic = false;
         let mut defined = 0usize;
         for sym in file.dynamic_symbols() {
@@ -65,6 +91,16 @@ impl Symbols {
                 continue;
             }
             offsets.entry(name.to_string()).or_insert(file_off);
+            if let Some(base) = demangle::global_function_name(name) {
+                let v: &mut Vec<CxxExport> = cxx.entry(base.to_string()).or_default();
+                if !v.iter().any(|e| e.mangled == name) {
+                    let signature = demangle::demangle_or_keep(name);
+                    v.push(CxxExport { mangled: name.to_string(), signature, offset: file_off });
+                }
+            }
+        }
+        for v in cxx.values_mut() {
+            v.sort_by(|a, b| a.mangled.cmp(&b.mangled));
         }
         if !any_dynamic {
             bail!("no dynamic symbol table (.dynsym): not a shared library");
@@ -72,17 +108,41 @@ impl Symbols {
         if defined > 0 && offsets.is_empty() {
             bail!("none of its {defined} functions lies in a loadable segment (corrupt program headers)");
         }
-        Ok(Self { offsets })
+        Ok(Self { offsets, cxx })
     }
 
-    /// File offset of a function, by plain name.
+    /// File offset of a function, by plain name: its C symbol, else its only global-namespace
+    /// C++ export (see the module doc).
     pub fn offset(&self, name: &str) -> Option<u64> {
-        self.offsets.get(name).copied()
+        self.export(name).map(|e| e.1)
     }
 
-    /// Names of all exported functions starting with `prefix`, sorted.
+    /// The symbol a plain name resolves to and its offset: (`None`, offset) for a C symbol,
+    /// (`Some(export)`, offset) for a C++ one.
+    pub fn export(&self, name: &str) -> Option<(Option<&CxxExport>, u64)> {
+        if let Some(&off) = self.offsets.get(name) {
+            return Some((None, off));
+        }
+        match self.cxx.get(name).map(Vec::as_slice) {
+            Some([only]) => Some((Some(only), only.offset)),
+            _ => None,
+        }
+    }
+
+    /// Global-namespace C++ exports named `name` that [`Symbols::offset`] does not resolve to
+    /// (overloads beside a C symbol, or several overloads): listed, not probed.
+    pub fn overloads(&self, name: &str) -> &[CxxExport] {
+        match (self.offsets.contains_key(name), self.cxx.get(name).map(Vec::as_slice)) {
+            (_, None) | (false, Some([_])) => &[],
+            (_, Some(v)) => v,
+        }
+    }
+
+    /// Plain names of all exported functions starting with `prefix`, sorted: C symbols, and
+    /// global-namespace C++ functions that [`Symbols::offset`] resolves.
     pub fn names_with_prefix(&self, prefix: &str) -> Vec<&str> {
-        let mut v: Vec<&str> = self.offsets.keys().map(String::as_str).filter(|n| n.starts_with(prefix)).collect();
+        let cxx = self.cxx.iter().filter(|(n, v)| v.len() == 1 && !self.offsets.contains_key(*n)).map(|(n, _)| n);
+        let mut v: Vec<&str> = self.offsets.keys().chain(cxx).map(String::as_str).filter(|n| n.starts_with(prefix)).collect();
         v.sort_unstable();
         v
     }
@@ -108,6 +168,28 @@ mod tests {
         let mut v = b"\x7fELF".to_vec();
         v.resize(4096, 0xff);
         assert!(Symbols::parse(&v).is_err());
+    }
+
+    #[test]
+    fn cxx_only_apis_resolve_by_plain_name() {
+        // Debian's ROCm 5.2 exports hipExtModuleLaunchKernel only as a C++ symbol.
+        let s = Symbols::read(Path::new("/usr/lib/x86_64-linux-gnu/libamdhip64.so.5"))
+            .expect("Debian's libamdhip64 (apt-get install libamdhip64-5)");
+        let mangled = "_Z24hipExtModuleLaunchKernelP18ihipModuleSymbol_tjjjjjjmP12ihipStream_tPPvS4_P11ihipEvent_tS6_j";
+        let (e, off) = s.export("hipExtModuleLaunchKernel").expect("resolved through its C++ symbol");
+        let e = e.expect("a C++ export");
+        assert_eq!(e.mangled, mangled);
+        assert!(e.signature.starts_with("hipExtModuleLaunchKernel(ihipModuleSymbol_t*, unsigned int,"), "{}", e.signature);
+        assert_eq!(Some(off), s.offsets.get(mangled).copied());
+        for n in ["hipHccModuleLaunchKernel", "hipCreateSurfaceObject", "hipDestroySurfaceObject"] {
+            assert!(matches!(s.export(n), Some((Some(_), _))), "{n}");
+        }
+        // A C symbol resolves as itself; namespaced C++ functions do not resolve.
+        assert!(matches!(s.export("hipMalloc"), Some((None, _))));
+        assert_eq!(s.offset("hipLaunchKernelGGLImpl"), None);
+        let hip = s.names_with_prefix("hip");
+        assert!(hip.contains(&"hipExtModuleLaunchKernel") && hip.contains(&"hipMalloc"));
+        assert!(!hip.iter().any(|n| n.starts_with("_Z")));
     }
 
     #[test]

@@ -68,6 +68,10 @@ pub struct MergeStats {
     pub processes_combined: i64,
     /// References to strings missing from their input's string table (mapped to '').
     pub dangling_strings: i64,
+    /// APIs an input describes differently from an earlier input (`rtl_api_meaning`: another
+    /// return kind or argument meanings, from another rtl-ebpf version): the first input's
+    /// meaning is kept, one row per API name.
+    pub api_meanings_differing: i64,
 }
 
 fn meta(c: &Connection, tag: &str) -> Result<Option<String>> {
@@ -322,6 +326,23 @@ pub fn merge(inputs: &[PathBuf], out: &Path, out_host_tag: bool) -> Result<Merge
                     s("name_id")
                 ))?;
                 named("INSERT INTO main.rtl_api (api_id, ret, status, a0, a1, a2, a3) SELECT api_id + :aoff, ret, status, a0, a1, a2, a3 FROM src.rtl_api".into())?;
+                // One meaning per API name: the first input's; later differing ones counted.
+                stats.api_meanings_differing += c.query_row(
+                    &format!(
+                        "SELECT count(*) FROM src.rtl_api_meaning s JOIN main.rtl_api_meaning m ON m.apiName_id = {}
+                         WHERE m.ret_kind IS NOT s.ret_kind OR m.a0 IS NOT s.a0 OR m.a1 IS NOT s.a1
+                            OR m.a2 IS NOT s.a2 OR m.a3 IS NOT s.a3 OR m.hex IS NOT s.hex",
+                        s("s.apiName_id")
+                    ),
+                    [],
+                    |r| r.get::<_, i64>(0),
+                )?;
+                c.execute_batch(&format!(
+                    "INSERT INTO main.rtl_api_meaning (apiName_id, ret_kind, a0, a1, a2, a3, hex)
+                     SELECT {}, ret_kind, a0, a1, a2, a3, hex FROM src.rtl_api_meaning WHERE true
+                     ON CONFLICT (apiName_id) DO NOTHING",
+                    s("apiName_id")
+                ))?;
                 let procs_before = count(&c, "main.rtl_process")?;
                 named(
                     "INSERT INTO main.rtl_process (pid, ppid, exe, cmdline, first_ns, last_ns, exited)
@@ -492,6 +513,13 @@ impl std::fmt::Display for MergeStats {
                 f,
                 " ({} process rows seen in several inputs combined)",
                 self.processes_combined
+            )?;
+        }
+        if self.api_meanings_differing > 0 {
+            write!(
+                f,
+                "; {} APIs described differently by a later input (the first input's meaning kept)",
+                self.api_meanings_differing
             )?;
         }
         if self.dangling_strings > 0 {

@@ -11,6 +11,7 @@ use anyhow::{Context, Result};
 use rusqlite::{Connection, OpenFlags};
 
 mod html;
+mod meaning;
 mod merge;
 mod model;
 mod perfetto_json;

@@ -13,6 +13,7 @@ use anyhow::Result;
 use rusqlite::Connection;
 
 use super::GPU_PID_BASE;
+use crate::probe::apis::RetKind;
 
 /// tid offset of a thread's roctx track, and of extra overlap lanes (`lane * LANE_TID`).
 pub(crate) const ROCTX_TID_BASE: i64 = 1 << 29;
@@ -39,7 +40,7 @@ pub(crate) struct Slice<'a> {
     pub name_id: i64,
     pub name: &'a str,
     pub cat: &'static str,
-    pub args: Vec<(&'static str, Arg)>,
+    pub args: Vec<(&'a str, Arg)>,
     /// Flows leaving this slice (API side) and arriving at it (op side).
     pub flow_out: Vec<u64>,
     pub flow_in: Vec<u64>,
@@ -121,6 +122,8 @@ fn basename(s: &str) -> &str {
 /// links exist.
 pub(crate) struct Prelude {
     names: HashMap<i64, String>,
+    /// What rtl_api's values mean per API name id, as the trace records it.
+    meanings: HashMap<i64, super::meaning::Meaning>,
     has_corr_fallback: bool,
     procs: HashMap<i64, (String, Option<String>)>,
     pids: Vec<i64>,
@@ -181,6 +184,7 @@ pub(crate) fn prelude(conn: &Connection) -> Result<Prelude> {
     pids.sort();
     Ok(Prelude {
         names,
+        meanings: super::meaning::load(conn)?,
         has_corr_fallback,
         procs,
         pids,
@@ -262,7 +266,7 @@ pub(crate) fn emit_apis(conn: &Connection, p: &Prelude, sink: &mut dyn Sink) -> 
             (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?);
         let end = end.max(start);
         let name_id: i64 = r.get(5)?;
-        let mut args: Vec<(&'static str, Arg)> = vec![("api_id", Arg::Int(id))];
+        let mut args: Vec<(&str, Arg)> = vec![("api_id", Arg::Int(id))];
         if let Some(t) = r.get::<_, Option<String>>(6)?.filter(|t| !t.is_empty()) {
             args.push(("args", Arg::Str(t)));
         }
@@ -270,19 +274,27 @@ pub(crate) fn emit_apis(conn: &Connection, p: &Prelude, sink: &mut dyn Sink) -> 
         if corr != 0 {
             args.push(("correlation_id", Arg::Int(corr)));
         }
+        // What ret and a0..a3 mean is what the trace recorded for this API.
+        let meaning = p.meanings.get(&name_id);
+        let ret_kind = meaning.map_or(RetKind::Unknown, |m| m.ret);
         if let Some(ret) = r.get::<_, Option<i64>>(8)? {
-            args.push(("ret", Arg::Int(ret)));
-            if ret != 0 && name_of(name_id).starts_with("hip") {
+            match ret_kind {
+                RetKind::Void | RetKind::Other => {}
+                RetKind::Pointer | RetKind::Unknown => args.push(("ret", Arg::Hex(ret))),
+                _ => args.push(("ret", Arg::Int(ret))),
+            }
+            if ret != 0 && ret_kind == RetKind::HipError {
                 args.push(("error", Arg::Str(hip_error_name(ret))));
             }
         }
-        if let Some(st) = r.get::<_, Option<i64>>(9)?.filter(|&st| st != 0) {
-            args.push(("status", Arg::Str(super::summary::status_name(st).into())));
+        let status = r.get::<_, Option<i64>>(9)?.unwrap_or(0);
+        if status != 0 {
+            args.push(("status", Arg::Str(super::summary::status_name(status).into())));
         }
-        let meaning = arg_names(name_of(name_id));
-        for (i, (k, hex)) in meaning.iter().enumerate() {
+        for i in 0..4 {
             if let Some(v) = r.get::<_, Option<i64>>(10 + i)? {
-                args.push((k, if *hex { Arg::Hex(v) } else { Arg::Int(v) }));
+                let (k, hex) = super::meaning::arg(meaning, status, i);
+                args.push((k, if hex { Arg::Hex(v) } else { Arg::Int(v) }));
             }
         }
         if let Some(kn) = r.get::<_, Option<i64>>(14)? {
@@ -722,59 +734,6 @@ impl Drop for PartFiles {
         for p in &self.0 {
             let _ = std::fs::remove_file(p);
         }
-    }
-}
-
-/// What `rtl_api.a0..a3` mean for an API (docs/trace-format.md), and whether to show them in hex.
-pub(crate) fn arg_names(api: &str) -> [(&'static str, bool); 4] {
-    const RAW: [(&str, bool); 4] = [("a0", true), ("a1", true), ("a2", true), ("a3", true)];
-    let has = |w: &str| api.contains(w);
-    if !api.starts_with("hip") {
-        return RAW;
-    }
-    if api == "hipGraphLaunch" {
-        [
-            ("graph_exec", true),
-            ("a1", true),
-            ("a2", true),
-            ("stream", true),
-        ]
-    } else if has("Memcpy") {
-        [
-            ("dst", true),
-            ("bytes", false),
-            ("copy_kind", false),
-            ("stream", true),
-        ]
-    } else if has("Memset") {
-        [
-            ("dst", true),
-            ("bytes", false),
-            ("value", false),
-            ("stream", true),
-        ]
-    } else if has("Free") {
-        [("ptr", true), ("a1", true), ("a2", true), ("stream", true)]
-    } else if has("Malloc") || has("HostAlloc") || has("MallocManaged") {
-        [
-            ("ptr", true),
-            ("bytes", false),
-            ("flags", true),
-            ("stream", true),
-        ]
-    } else if has("Launch") {
-        [
-            ("function", true),
-            ("shared_mem_bytes", false),
-            ("a2", true),
-            ("stream", true),
-        ]
-    } else if has("StreamCreate") || has("EventCreate") {
-        [("handle", true), ("a1", true), ("a2", true), ("a3", true)]
-    } else if api == "hipSetDevice" {
-        [("device", false), ("a1", true), ("a2", true), ("a3", true)]
-    } else {
-        RAW
     }
 }
 

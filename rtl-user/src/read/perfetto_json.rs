@@ -94,7 +94,7 @@ impl<W: Write> Sink for JsonSink<W> {
             us(s.dur)
         )?;
         for (i, (k, v)) in s.args.iter().enumerate() {
-            // keys are fixed identifiers: no escaping needed
+            // keys are identifiers (fixed, or checked by read::meaning): no escaping needed
             write!(self.w, r#"{}"{k}":"#, if i > 0 { "," } else { "" })?;
             match v {
                 Arg::Int(n) => write!(self.w, "{n}")?,

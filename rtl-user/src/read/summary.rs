@@ -506,14 +506,19 @@ fn job_api(c: &Connection, out: &Mutex<Scans>) -> Result<()> {
 fn job_status(c: &Connection, out: &Mutex<Scans>) -> Result<()> {
     // Calls that are not plain successes, keyed (apiName_id, ret * 16 + status * 2 + error)
     // (ret only for errors): statuses 1-4 never returned, 5 was seen by the profiler only;
-    // error = ret != 0 on a call that did return.
+    // error = a non-zero error code (the API's recorded return kind is one) on a call that did
+    // return. A pointer, count or flag return is no failure, whatever its value.
+    let errors = super::meaning::ERROR_KINDS_SQL;
     let g = groups(
         c,
-        "SELECT rtl_group(a.apiName_id,
-                          iif(r.ret IS NOT NULL AND r.ret != 0 AND r.status NOT BETWEEN 1 AND 4,
-                              r.ret * 16 + r.status * 2 + 1, r.status * 2), 1)
-         FROM rtl_api r CROSS JOIN rocpd_api a ON a.id = r.api_id
-         WHERE r.status != 0 OR r.ret != 0",
+        &format!(
+            "SELECT rtl_group(a.apiName_id,
+                              iif(r.ret IS NOT NULL AND r.ret != 0 AND r.status NOT BETWEEN 1 AND 4 AND m.ret_kind IN {errors},
+                                  r.ret * 16 + r.status * 2 + 1, r.status * 2), 1)
+             FROM rtl_api r CROSS JOIN rocpd_api a ON a.id = r.api_id
+                  LEFT JOIN rtl_api_meaning m ON m.apiName_id = a.apiName_id
+             WHERE r.status != 0 OR (r.ret != 0 AND m.ret_kind IN {errors})"
+        ),
     )?;
     out.lock().unwrap().status = g;
     Ok(())
@@ -690,16 +695,9 @@ fn is_drop_tag(tag: &str) -> bool {
     LOSS_WORDS.iter().any(|k| t.contains(k))
 }
 
-/// Demangles C++ kernel names (`_Z...`); others unchanged.
+/// Demangles C++ kernel names (`_Z...`, bounded); others unchanged.
 pub(crate) fn pretty_name(s: &str) -> String {
-    if s.starts_with("_Z") {
-        if let Ok(sym) = cpp_demangle::Symbol::new(s) {
-            if let Ok(d) = sym.demangle(&cpp_demangle::DemangleOptions::default()) {
-                return d;
-            }
-        }
-    }
-    s.to_string()
+    crate::probe::demangle::demangle_or_keep(s)
 }
 
 /// Computes the summary of `db` (the data behind every output format).
@@ -763,17 +761,17 @@ pub fn summary_data(db: &Path, top: usize) -> Result<Summary> {
         } else if status == 5 {
             s.profiler_only_apis += st.count;
         }
-        // roctx calls return a nesting level or range id, not an error code
-        if error && !name(*n).starts_with("roctx") {
+        if error {
             *errors.entry(*n).or_default() += st.count;
             *by_code.entry((*n, ret)).or_default() += st.count;
         }
     }
+    let meanings = super::meaning::load(&conn)?;
     let mut codes: Vec<ErrorRow> = by_code
         .into_iter()
         .map(|((n, code), count)| {
             let api = name(n);
-            let code_name = if api.starts_with("hip") {
+            let code_name = if meanings.get(&n).is_some_and(|m| m.ret == crate::probe::apis::RetKind::HipError) {
                 super::model::hip_error_name(code)
             } else {
                 code.to_string()

@@ -7,6 +7,13 @@
 //! done with `ALTER TABLE ... ADD COLUMN` and `CREATE ... IF NOT EXISTS` inside one transaction;
 //! a second run finds nothing to do and changes nothing.
 //!
+//! A file from before `rtl_schema_version` 2 has no `rtl_api_meaning`: migration writes one row
+//! per API name from the API table ([`crate::probe::apis`]), which is what that writer meant:
+//! the argument positions of the table's APIs are unchanged since version 1, and APIs added to
+//! the table since record a0..a3 = arguments 0..3, as `--apis all` did for them. (Version 1
+//! stored every return as a 32-bit hipError_t, roctx excepted; with the return kind known, a
+//! pointer or void return there is no longer read as a failure.)
+//!
 //! [`check`] is the read-only variant: it says what [`migrate`] would do, and fails the same way
 //! on a file that is not a trace.
 
@@ -182,6 +189,16 @@ fn plan(conn: &Connection) -> Result<(MigrateReport, Vec<Step>)> {
             steps.push(Step::Column(t, c, def));
         }
     }
+    // rtl_schema_version < 2: no rtl_api_meaning rows; write them from the API table.
+    let before_meanings = report
+        .rtl_version_before
+        .as_deref()
+        .and_then(|v| v.parse::<i64>().ok())
+        .is_none_or(|v| v < 2);
+    if before_meanings {
+        report.changes.push("describe each API's ret and a0..a3 in rtl_api_meaning (from the API table)".into());
+        steps.push(Step::Meanings);
+    }
     // RPD v2: args_id pointed into rocpd_string; v3 points into rocpd_ustring.
     if v2_args {
         report.changes.push(
@@ -266,6 +283,7 @@ fn plan(conn: &Connection) -> Result<(MigrateReport, Vec<Step>)> {
 enum Step {
     Tables,
     Column(&'static str, &'static str, &'static str),
+    Meanings,
     V2Args,
     Seed,
     Indexes,
@@ -310,6 +328,30 @@ fn empty_string_id(conn: &Connection, table: &str) -> Result<i64> {
     }
     conn.execute(&format!("INSERT INTO {table} (string) VALUES ('')"), [])?;
     Ok(conn.last_insert_rowid())
+}
+
+/// One `rtl_api_meaning` row, from the API table, for every API name of the trace that has none.
+fn write_meanings(conn: &Connection) -> Result<()> {
+    use crate::probe::apis::{spec_for, Lib};
+    let names: Vec<(i64, String)> = conn
+        .prepare(
+            "SELECT id, coalesce(string, '') FROM rocpd_string
+             WHERE id IN (SELECT DISTINCT apiName_id FROM rocpd_api)
+               AND id NOT IN (SELECT apiName_id FROM rtl_api_meaning)",
+        )?
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<Result<_, _>>()?;
+    let mut ins = conn.prepare(
+        "INSERT INTO rtl_api_meaning (apiName_id, ret_kind, a0, a1, a2, a3, hex) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    )?;
+    for (id, name) in names {
+        let spec = spec_for(&name, Lib::of_name(&name));
+        let m = spec.arg_meanings();
+        let hex = crate::probe::apis::hex_mask(&m);
+        let a = |i: usize| m[i].map(|a| a.name);
+        ins.execute(rusqlite::params![id, spec.ret.name(), a(0), a(1), a(2), a(3), hex])?;
+    }
+    Ok(())
 }
 
 /// Says what [`migrate`] would change, without writing. Fails like [`migrate`] on bad input.
@@ -357,6 +399,7 @@ pub fn migrate(conn: &Connection) -> Result<MigrateReport> {
                         };
                     conn.execute_batch(&format!("ALTER TABLE {t} ADD COLUMN {c} {def}"))?
                 }
+                Step::Meanings => write_meanings(conn)?,
                 Step::V2Args => {
                     // rocpd_ustring was just created (empty): keep the ids, so args_id is unchanged.
                     conn.execute_batch(

@@ -9,7 +9,8 @@
 /// Schema version written into `rocpd_metadata` (`schema_version`).
 pub const RPD_SCHEMA_VERSION: &str = "3";
 /// Version of rtl-ebpf's own additions (`rtl_schema_version`); bump on any change and migrate.
-pub const RTL_SCHEMA_VERSION: i64 = 1;
+/// 2: `rtl_api_meaning` (what `ret` and `a0..a3` hold, per API), non-error returns stored by kind.
+pub const RTL_SCHEMA_VERSION: i64 = 2;
 
 /// Tables. Written so that running it on an existing file is harmless (IF NOT EXISTS).
 pub const TABLES: &str = r#"
@@ -56,13 +57,24 @@ CREATE TABLE IF NOT EXISTS rocpd_stackframe (id INTEGER PRIMARY KEY AUTOINCREMEN
 
 -- rtl-ebpf additions ------------------------------------------------------------------
 -- One row per API call (same id as rocpd_api): what RPD has no column for.
---   ret: the raw return value (hipError_t for HIP APIs; NULL when the return was never seen)
+--   ret: the return value, as rtl_api_meaning.ret_kind says (NULL: never seen, or none)
 --   status: 0 complete, 1 return never seen (thread exited / exec / trace ended while inside)
---   a0..a3: the decoded arguments that matter for this API (meaning per API: docs/trace-format.md)
+--   a0..a3: the decoded arguments that matter for this API (meaning: rtl_api_meaning)
 CREATE TABLE IF NOT EXISTS rtl_api (
     api_id INTEGER PRIMARY KEY REFERENCES rocpd_api(id),
     ret INTEGER, status INTEGER NOT NULL DEFAULT 0,
     a0 INTEGER, a1 INTEGER, a2 INTEGER, a3 INTEGER);
+-- What rtl_api's values mean for each API in this trace, written with its first call (so a
+-- trace is read with the meaning it was written with):
+--   ret_kind: hipError_t | CUresult | cudaError_t (error codes: non-zero = failure) | pointer |
+--             bool | int8..int64 | uint8..uint64 | void | other (not stored) | unknown (raw)
+--   a0..a3: what rtl_api.a0..a3 hold (NULL: nothing is recorded there)
+--   hex: bit N set = aN is an address, handle or bit mask (shown in hex)
+CREATE TABLE IF NOT EXISTS rtl_api_meaning (
+    apiName_id INTEGER PRIMARY KEY REFERENCES rocpd_string(id),
+    ret_kind TEXT NOT NULL,
+    a0 TEXT, a1 TEXT, a2 TEXT, a3 TEXT,
+    hex INTEGER NOT NULL DEFAULT 0);
 -- Traced processes.
 CREATE TABLE IF NOT EXISTS rtl_process (
     pid INTEGER PRIMARY KEY, ppid INTEGER, exe TEXT, cmdline TEXT,
@@ -137,3 +149,7 @@ pub const SEED: &str = r#"
 INSERT OR IGNORE INTO rocpd_string (id, string) VALUES (1, '');
 INSERT OR IGNORE INTO rocpd_ustring (id, string) VALUES (1, '');
 "#;
+
+/// What `rtl_api.a0..a3` hold on rows of `status` 5 (calls the in-process profiler recorded and
+/// the probes did not see), whatever the API: the profiler's thread id and the stream.
+pub const PROFILER_ONLY_ARGS: [Option<&str>; 4] = [Some("profiler_thread_id"), None, None, Some("stream")];

@@ -236,6 +236,15 @@ impl TraceWriter {
                             bind_rows(&mut rtl_one, &[r])?;
                         }
                         match other {
+                            Row::ApiMeaning(m) => {
+                                let name = intern(&m.name, &tx)?;
+                                let arg = |i: usize| m.args[i].map(|a| a.name);
+                                let hex = crate::probe::apis::hex_mask(&m.args);
+                                tx.prepare_cached(
+                                    "INSERT OR IGNORE INTO rtl_api_meaning (apiName_id, ret_kind, a0, a1, a2, a3, hex) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                                )?
+                                .execute(params![name, m.ret.name(), arg(0), arg(1), arg(2), arg(3), hex])?;
+                            }
                             Row::Kernel(k) => {
                                 let name = intern(&k.name, &tx)?;
                                 tx.prepare_cached(

@@ -36,7 +36,22 @@ pub fn ustring(c: &Connection, s: &str) -> i64 {
     c.last_insert_rowid()
 }
 
-/// API row (+ rtl_api row); returns its id.
+/// Describes an API's `ret` and `a0..a3` in `rtl_api_meaning` as the collector does with its
+/// first call (from the API table), once per name.
+pub fn describe(c: &Connection, name: &str) {
+    use rtl_user::probe::apis::{hex_mask, spec_for, Lib};
+    let n = string(c, name);
+    let spec = spec_for(name, Lib::of_name(name));
+    let m = spec.arg_meanings();
+    let a = |i: usize| m[i].map(|a| a.name);
+    c.execute(
+        "INSERT OR IGNORE INTO rtl_api_meaning(apiName_id, ret_kind, a0, a1, a2, a3, hex) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        params![n, spec.ret.name(), a(0), a(1), a(2), a(3), hex_mask(&m)],
+    )
+    .unwrap();
+}
+
+/// API row (+ rtl_api row, + its API's rtl_api_meaning row); returns its id.
 pub fn api(
     c: &Connection,
     pid: i64,
@@ -50,6 +65,7 @@ pub fn api(
     status: i64,
 ) -> i64 {
     let n = string(c, name);
+    describe(c, name);
     let a = ustring(c, args);
     c.execute(
         "INSERT INTO rocpd_api(pid, tid, start, end, apiName_id, args_id, correlation_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
