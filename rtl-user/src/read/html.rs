@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
 use super::summary::{dur, Summary};
 
@@ -240,7 +240,12 @@ pub fn render(s: &Summary) -> String {
 }
 
 /// Writes the report page to `path`.
-pub fn write_report(s: &Summary, path: &Path) -> Result<()> {
-    std::fs::write(path, render(s))
-        .with_context(|| format!("{}: cannot write the HTML report", path.display()))
+/// Writes the report to `path` (never over the trace `db`; see [`super::OutFile`]).
+pub fn write_report(s: &Summary, db: &Path, path: &Path) -> Result<()> {
+    use std::io::Write as _;
+    let (mut f, out) = super::OutFile::create(&[db], path)?;
+    f.write_all(render(s).as_bytes())
+        .and_then(|_| f.flush())
+        .map_err(|e| anyhow::anyhow!(crate::error::Fatal::Output(format!("{}: cannot write the HTML report: {e}", crate::term::path(path)))))?;
+    out.commit()
 }
