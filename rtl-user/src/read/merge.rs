@@ -142,6 +142,16 @@ pub fn merge(inputs: &[PathBuf], out: &Path, out_host_tag: bool) -> Result<Merge
         .tempdir_in(dir)
         .map_err(|e| anyhow::anyhow!(Fatal::Output(format!("{shown}: cannot create a working directory beside it: {e}"))))?;
     let tmp = work.path().join("merged.db");
+    // Private like the trace (it holds command lines): made here, 0600, before SQLite opens it.
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)
+            .map_err(|e| anyhow::anyhow!(Fatal::Output(format!("{shown}: cannot create: {e}"))))?;
+    }
     let res = (|| -> Result<MergeStats> {
         let c = Connection::open(&tmp).map_err(|e| anyhow::anyhow!(Fatal::Output(format!("{shown}: cannot create: {e}"))))?;
         c.execute_batch(
