@@ -38,9 +38,11 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                 "--agent applies to `run` only (it names the library `run` preloads); for attach / --all, start the application with the agent (docs/tracing.md)".into()
             )));
         }
-        term::set_quiet(opts.quiet);
         let o = session::run(mode, opts)?;
-        if !opts.quiet {
+        if opts.quiet {
+            // No table: only what was written, what was lost and where.
+            let _ = rtl_user::report::print_session_totals(&o);
+        } else {
             session::print_outcome(&o);
         }
         Ok(o.child_exit.unwrap_or(0))

@@ -26,6 +26,15 @@ pub fn print_session_summary(o: &Outcome) -> Result<()> {
     Ok(())
 }
 
+/// `-q`: only the totals lines of [`session_summary_text`] (rows written, every kind of loss,
+/// the file), without the table.
+pub fn print_session_totals(o: &Outcome) -> Result<()> {
+    let w = session_summary_text(o)?;
+    let tail: String = w.lines().filter(|l| l.contains(" API calls from ") || l.starts_with("trace: ")).map(|l| format!("{l}\n")).collect();
+    let _ = std::io::stderr().write_all(tail.as_bytes());
+    Ok(())
+}
+
 /// The end-of-session text: top APIs, rows written, and every kind of loss.
 pub fn session_summary_text(o: &Outcome) -> Result<String> {
     // Read like any trace (read-only, no side file another user planted is applied).

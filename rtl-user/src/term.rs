@@ -61,25 +61,12 @@ fn push_escaped(o: &mut String, c: char) {
     }
 }
 
-static QUIET: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// `-q`: from now on [`message`] prints nothing (errors are printed by `main` regardless).
-pub fn set_quiet(q: bool) {
-    QUIET.store(q, std::sync::atomic::Ordering::Relaxed);
-}
-
-pub fn quiet() -> bool {
-    QUIET.load(std::sync::atomic::Ordering::Relaxed)
-}
-
-/// One `rtl-ebpf: ...` message on stderr, escaped (line breaks kept), unless quiet. Never
-/// `eprintln!`: it panics when stderr is gone (a closed pipe, a hung-up terminal), and a message
-/// must not end a trace.
+/// One `rtl-ebpf: ...` message on stderr, escaped (line breaks kept). Never `eprintln!`: it
+/// panics when stderr is gone (a closed pipe, a hung-up terminal), and a message must not end a
+/// trace.
 pub fn message(msg: &str) {
     use std::io::Write as _;
-    if !quiet() {
-        let _ = writeln!(std::io::stderr(), "rtl-ebpf: {}", escape_lines(msg));
-    }
+    let _ = writeln!(std::io::stderr(), "rtl-ebpf: {}", escape_lines(msg));
 }
 
 /// A path for a terminal: lossy UTF-8, escaped.

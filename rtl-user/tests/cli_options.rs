@@ -202,16 +202,25 @@ fn cli_summary_json_has_numbers_a_structured_mode_and_says_what_is_left_out() {
 }
 
 #[test]
-fn cli_quiet_prints_nothing_but_errors() {
+fn cli_quiet_leaves_out_the_status_and_the_table() {
     require_root();
     let d = common::tmpdir();
     let db = d.path().join("t.db");
-    let o = rtl_out(&["--all", "-q", "--duration", "200ms", "--apis", "hipGetErrorString", "-o", db.to_str().unwrap()]);
+    let args = ["--all", "--duration", "200ms", "--apis", "hipGetErrorString", "-o", db.to_str().unwrap()];
+    let loud = rtl_out(&args);
+    assert!(loud.status.success(), "{}", text(&loud));
+    assert!(String::from_utf8_lossy(&loud.stderr).contains("top APIs by total time"), "{}", text(&loud));
+    std::fs::remove_file(&db).unwrap();
+    let mut q = vec!["-q"];
+    q.extend(args);
+    let o = rtl_out(&q);
     assert!(o.status.success(), "{}", text(&o));
-    assert!(o.stderr.is_empty() && o.stdout.is_empty(), "-q must be quiet: {}", text(&o));
-    assert!(db.exists());
-    // Errors still are said.
-    let o = rtl_out(&["--all", "-q", "--duration", "1s", "--apis", "hipGetErrorString", "-o", db.to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(7));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("exists"), "{}", text(&o));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(!e.contains("top APIs by total time") && !e.contains('\x1b'), "-q: no table, no status line:\n{e}");
+    // Each line is a message, or the totals: written, lost, where.
+    for l in e.lines() {
+        assert!(l.starts_with("rtl-ebpf: ") || l.contains(" API calls from ") || l.starts_with("trace: "), "-q printed {l:?}");
+    }
+    assert!(e.contains("events dropped") && e.contains("trace: "), "{e}");
+    assert!(o.stdout.is_empty());
 }
