@@ -54,7 +54,22 @@ impl fmt::Display for Fatal {
 
 impl std::error::Error for Fatal {}
 
-/// The exit code for an error chain: the first [`Fatal`] in it decides, else 1.
+/// The exit code for an error chain: the first [`Fatal`] in it decides; a trace SQLite finds
+/// damaged while reading it (past the checks on opening) is an unreadable input too (8); else 1.
 pub fn exit_code(e: &anyhow::Error) -> i32 {
-    e.chain().find_map(|c| c.downcast_ref::<Fatal>()).map_or(1, Fatal::exit_code)
+    if let Some(f) = e.chain().find_map(|c| c.downcast_ref::<Fatal>()) {
+        return f.exit_code();
+    }
+    let damaged = e.chain().any(|c| {
+        matches!(
+            c.downcast_ref::<rusqlite::Error>(),
+            Some(rusqlite::Error::SqliteFailure(f, _))
+                if matches!(f.code, rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase)
+        )
+    });
+    if damaged {
+        8
+    } else {
+        1
+    }
 }

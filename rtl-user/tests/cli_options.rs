@@ -59,6 +59,16 @@ fn cli_reader_exit_codes_are_the_documented_ones() {
     std::fs::write(&junk, "not a trace at all, but long enough to fill a SQLite header ..............................................").unwrap();
     let other = d.path().join("other.db");
     Connection::open(&other).unwrap().execute_batch("CREATE TABLE users(id)").unwrap();
+    // Damaged inside (the header and the size are fine): SQLite finds it while reading.
+    let damaged = d.path().join("damaged.db");
+    std::fs::copy(&db, &damaged).unwrap();
+    let mut bytes = std::fs::read(&damaged).unwrap();
+    let page = u16::from_be_bytes([bytes[16], bytes[17]]) as usize;
+    assert!(bytes.len() >= 6 * page, "sample trace has pages to damage");
+    let end = bytes.len() - page;
+    bytes[2 * page..end].iter_mut().for_each(|b| *b = 0xA5);
+    std::fs::write(&damaged, &bytes).unwrap();
+    let damaged = damaged.to_str().unwrap().to_string();
     let missing = d.path().join("missing.db");
     let (junk, other, missing, dir) = (junk.to_str().unwrap(), other.to_str().unwrap(), missing.to_str().unwrap(), d.path().to_str().unwrap());
     let nowhere = d.path().join("no/such/dir/o.json");
@@ -71,6 +81,8 @@ fn cli_reader_exit_codes_are_the_documented_ones() {
         (vec!["summary", other], 8),
         (vec!["summary", missing], 8),
         (vec!["summary", dir], 8),
+        (vec!["summary", &damaged], 8),
+        (vec!["convert", &damaged, "-o", out], 8),
         (vec!["convert", junk, "-o", out], 8),
         (vec!["merge", "-o", out, dbs, junk], 8),
         // 7: the output cannot be written
