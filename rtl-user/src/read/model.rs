@@ -646,6 +646,15 @@ pub(crate) trait PartSink: Sink + Send {
 /// Emits the API calls into `parts[0]` and the GPU ops and markers into `parts[1]`, in parallel
 /// on two read-only connections when the trace can be reopened by path (else one after the
 /// other on `conn`). The tracks must already be emitted.
+/// Settings of a converter's connections: memory bounded whatever the trace's size. The
+/// per-track `ORDER BY` sorts every row, so the sorter spills to temporary files (SQLite's own:
+/// random names, unlinked at once) past a 32 MiB cache instead of growing in memory, and the
+/// file is read, not mapped.
+pub(crate) fn bounded_memory(c: &Connection) -> Result<()> {
+    c.execute_batch("PRAGMA temp_store = FILE; PRAGMA cache_size = -32768; PRAGMA mmap_size = 0;")?;
+    Ok(())
+}
+
 pub(crate) fn emit_parts(
     trace: &super::Trace,
     p: &Prelude,
@@ -655,9 +664,7 @@ pub(crate) fn emit_parts(
     let uri = trace.uri();
     let open = || -> Result<Connection> {
         let c = super::open_read_only(uri)?;
-        c.execute_batch(
-            "PRAGMA temp_store = MEMORY; PRAGMA cache_size = -131072; PRAGMA mmap_size = 68719476736;",
-        )?;
+        bounded_memory(&c)?;
         Ok(c)
     };
     std::thread::scope(|s| -> Result<()> {

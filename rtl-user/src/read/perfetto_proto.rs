@@ -392,6 +392,7 @@ impl<W: Write + Send> PartSink for ProtoSink<W> {
 /// Writes `db` as a Perfetto protobuf trace to `out`.
 pub fn convert_perfetto_proto(db: &Path, out: &Path) -> Result<()> {
     let conn = super::open_trace(db)?;
+    model::bounded_memory(&conn)?;
     let (f, guard) = super::OutFile::create(&[db], out)?;
     let mut sink = ProtoSink::new(BufWriter::with_capacity(1 << 20, f), SEQ_ID, HashSet::new());
     let mut run = || -> Result<()> {
