@@ -122,9 +122,14 @@ fn reliability_a_trace_cut_short_is_read_from_its_log_and_says_incomplete() {
     assert!(o.status.success(), "{}", text(&o));
     let t = String::from_utf8_lossy(&o.stdout);
     assert!(t.lines().nth(1).is_some_and(|l| l.contains("incomplete: the collector did not finish")), "said at the top:\n{t}");
+    let html = d.path().join("r.html");
+    let o = Command::new(rtl()).args(["summary", db.to_str().unwrap(), "--html", html.to_str().unwrap()]).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(std::fs::read_to_string(&html).unwrap().contains("incomplete: the collector did not finish"), "said in the HTML report too");
+    std::fs::remove_file(&html).unwrap();
     // Read, not applied: the trace and its log are as they were, no index file was made.
-    assert!(std::fs::read(&db).unwrap() == db_before, "{} changed", &db.display());
-    assert!(std::fs::read(&wal).unwrap() == wal_before, "{} changed", &wal.display());
+    assert!(std::fs::read(&db).unwrap() == db_before, "{} changed", db.display());
+    assert!(std::fs::read(&wal).unwrap() == wal_before, "{} changed", wal.display());
     assert!(!d.path().join("t.db-shm").exists());
     // A finished trace is complete.
     let f = read_common::sample_trace(&d.path().join("f.db"), "nodeA", 0);

@@ -160,7 +160,7 @@ fn security_planted_wal_is_never_read() {
     let (o, _) = summary_kernels(&db);
     assert_eq!(o.status.code(), Some(8), "{}", text(&o));
     assert!(text(&o).contains("symbolic link"), "{}", text(&o));
-    assert!(std::fs::read(&db).unwrap() == before, "{} changed", &db.display());
+    assert!(std::fs::read(&db).unwrap() == before, "{} changed", db.display());
 }
 
 #[test]

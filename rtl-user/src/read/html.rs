@@ -164,6 +164,9 @@ pub fn render(s: &Summary) -> String {
     o.push_str("</style></head><body>\n");
     let _ = write!(o, "<h1>rtl-ebpf trace summary</h1><p class=\"meta\">{}<br>span {} &middot; {} API calls &middot; {} GPU ops ({} GPU time) &middot; {} roctx markers</p>",
         esc(&s.source), esc(&dur(s.last_ns - s.first_ns)), s.api_calls, s.gpu_ops, esc(&dur(s.gpu_time_ns)), s.markers);
+    for line in &s.incomplete {
+        let _ = write!(o, "<p style=\"color:#b91c1c;font-weight:600\">{}</p>", esc(line));
+    }
     o.push_str("<h2>GPU busy over time</h2><p class=\"meta\">Fraction of each interval in which the device ran at least one op (time from the first GPU op).</p>");
     if s.busy.is_empty() {
         o.push_str("<p>No GPU ops in this trace.</p>");
