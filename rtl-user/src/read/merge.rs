@@ -520,9 +520,9 @@ impl std::fmt::Display for MergeStats {
             writeln!(f, "  {} process rows seen in several inputs were combined (same host and pid)", self.processes_combined)?;
         }
         if self.api_meanings_differing > 0 {
-            write!(
+            writeln!(
                 f,
-                "; {} APIs described differently by a later input (the first input's meaning kept)",
+                "  {} APIs described differently by a later input (the first input's meaning kept)",
                 self.api_meanings_differing
             )?;
         }
