@@ -12,23 +12,73 @@ on libamdhip64 (no code injected), written as a rocpd SQLite trace.";
 
 const AFTER: &str = "\
 Examples:
-  sudo rtl-ebpf attach --pid 4242 -o server.db    # a running process
-  sudo rtl-ebpf --all --duration 30 -o node.db   # every process, 30 s
+  sudo rtl-ebpf attach -p 4242 -o server.db      # a running process
+  sudo rtl-ebpf --all --duration 30s -o node.db  # every process, 30 s
   sudo rtl-ebpf run -o t.db -- python3 serve.py  # a command, its tree
   rtl-ebpf summary t.db                          # top kernels and APIs
-  rtl-ebpf convert t.db --format perfetto -o t.json.gz
+  rtl-ebpf convert t.db -o t.pftrace             # for ui.perfetto.dev
 
-Exit codes: 0 ok (for `run`: the command's own code), 2 bad arguments,
-3 not root / no BPF permission, 4 kernel lacks uprobes/ring buffers,
-5 no such process or no HIP library in it, 6 library is not a usable ELF
-(or the agent is missing), 7 output not writable, 8 input trace
-unreadable, 1 other.
-Docs: docs/tracing.md (how to trace), docs/trace-format.md (what the
-columns mean); installed: /usr/share/doc/rtl-ebpf/docs/, man rtl-ebpf.";
+Exit codes: 0 ok (for `run`: the command's own code; also when stdout
+is closed early, as by `| head`), 2 bad arguments, 3 not root / no BPF
+permission, 4 kernel lacks uprobes/ring buffers, 5 no such process or
+no HIP library in it, 6 library is not a usable ELF (or the agent is
+missing), 7 output not writable, 8 input trace unreadable, 1 other.
+Docs: docs/tracing.md (how to trace), docs/reading-traces.md (summary,
+convert, merge), docs/trace-format.md (what the columns mean);
+installed: /usr/share/doc/rtl-ebpf/docs/, man rtl-ebpf.";
+
+const ATTACH_AFTER: &str = "\
+Examples:
+  sudo rtl-ebpf attach -p 4242 -o server.db        # until Ctrl-C
+  sudo rtl-ebpf attach -p 4242,4243 --duration 2m  # two, two minutes
+  sudo rtl-ebpf attach -p 4242 --apis hipMemcpy,hipLaunchKernel
+
+GPU times need the application started with the agent
+(docs/tracing.md).";
+
+const RUN_AFTER: &str = "\
+Examples:
+  sudo rtl-ebpf run -o t.db -- ./my_app --size 1024
+  sudo rtl-ebpf run --duration 30s -o t.db -- python3 train.py
+  sudo rtl-ebpf run --runtime cuda -o t.db -- python3 infer.py
+
+Exit code: the command's own (128 + the signal that killed it).";
+
+const SUMMARY_AFTER: &str = "\
+Examples:
+  rtl-ebpf summary t.db                     # tables on the terminal
+  rtl-ebpf summary t.db --top 0             # every kernel and API
+  rtl-ebpf summary t.db --json | jq .lost   # the loss counters
+  rtl-ebpf summary t.db --html report.html  # also an HTML page
+
+The trace is only read, never written (an older layout is migrated
+in a private copy).";
+
+const CONVERT_AFTER: &str = "\
+Examples:
+  rtl-ebpf convert t.db -o t.pftrace   # Perfetto protobuf (big traces)
+  rtl-ebpf convert t.db -o t.json.gz   # Chrome JSON, gzip
+
+Open the result in https://ui.perfetto.dev. The output appears only
+when complete.";
+
+const MERGE_AFTER: &str = "\
+Examples:
+  rtl-ebpf merge -o all.db node1.db node2.db
+  rtl-ebpf merge -o week.db mon.db tue.db wed.db
+
+Each input may be given once; the output must not be one of them.";
+
+const LIST_APIS_AFTER: &str = "\
+Examples:
+  rtl-ebpf list-apis                        # default set, installed HIP
+  rtl-ebpf list-apis --apis all --lib ./libamdhip64.so
+  rtl-ebpf list-apis --apis hipMemcpy,hipFoo  # is hipFoo exported?";
 
 #[derive(Parser, Debug)]
 #[command(name = "rtl-ebpf", version, about = ABOUT, after_help = AFTER)]
 #[command(args_conflicts_with_subcommands = true)]
+#[command(mut_arg("agent", |a| a.hide(true)))]
 pub struct Cli {
     /// Trace every process on the node (system-wide), until Ctrl-C or --duration.
     #[arg(long)]
@@ -44,14 +94,16 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Trace one or more running processes by PID.
+    #[command(after_help = ATTACH_AFTER, mut_arg("agent", |a| a.hide(true)))]
     Attach {
-        /// Process to trace (repeatable). Its HIP library is found in /proc/PID/maps.
-        #[arg(long = "pid", required = true, value_name = "PID")]
+        /// Process to trace: -p 1 -p 2, or -p 1,2. Its HIP library is found in /proc/PID/maps.
+        #[arg(short = 'p', long = "pid", required = true, value_name = "PID", value_delimiter = ',')]
         pids: Vec<u32>,
         #[command(flatten)]
         trace: TraceOpts,
     },
     /// Launch a command, trace it and every process it forks or execs, exit with its code.
+    #[command(after_help = RUN_AFTER)]
     Run {
         #[command(flatten)]
         trace: TraceOpts,
@@ -60,41 +112,56 @@ pub enum Command {
         cmd: Vec<String>,
     },
     /// Summarise a trace: top kernels, top APIs, GPU busy, per process, latency, drops.
+    #[command(after_help = SUMMARY_AFTER)]
     Summary {
+        /// The trace to read (an rtl-ebpf, RPD or rocm-trace-lite SQLite file).
+        #[arg(value_name = "TRACE")]
         trace: PathBuf,
         /// Machine-readable JSON instead of tables.
         #[arg(long)]
         json: bool,
-        /// Also write a self-contained HTML report (timeline and charts).
+        /// Also write a self-contained HTML report (timeline and charts) to FILE (created
+        /// private, 0600; replaced if it exists; never the trace itself).
         #[arg(long, value_name = "FILE")]
         html: Option<PathBuf>,
-        /// Rows per table.
-        #[arg(long, default_value_t = 15)]
+        /// Rows in the kernel and API tables; 0 shows them all. The tables say how many rows
+        /// were left out (JSON: `totals.kernels_left_out`, `totals.apis_left_out`).
+        #[arg(long, default_value_t = 15, value_name = "N")]
         top: usize,
     },
     /// Convert a trace for a timeline viewer (Perfetto UI, chrome://tracing).
+    #[command(after_help = CONVERT_AFTER)]
     Convert {
+        /// The trace to read.
+        #[arg(value_name = "TRACE")]
         trace: PathBuf,
         /// Output format. `perfetto` writes Chrome JSON for .json / .json.gz and Perfetto's
         /// native protobuf for .pftrace.
-        #[arg(long, default_value = "perfetto")]
+        #[arg(long, default_value = "perfetto", value_parser = ["perfetto"])]
         format: String,
+        /// File to write: .pftrace (Perfetto protobuf), .json or .json.gz (Chrome JSON).
+        /// Created private (0600), replaced if it exists, never the trace itself.
         #[arg(short, long, value_name = "FILE")]
         output: PathBuf,
     },
     /// Merge traces (several runs or nodes) into one, remapping ids and strings.
+    #[command(after_help = MERGE_AFTER)]
     Merge {
+        /// The merged trace to write (created private, 0600; replaced if it exists).
         #[arg(short, long, value_name = "FILE")]
         output: PathBuf,
-        #[arg(required = true, num_args = 1..)]
+        /// The traces to merge, each once.
+        #[arg(required = true, num_args = 1.., value_name = "TRACE")]
         inputs: Vec<PathBuf>,
     },
     /// List the APIs that would be probed in a library, and those it lacks.
+    #[command(after_help = LIST_APIS_AFTER)]
     ListApis {
         /// Library to inspect (default: the runtime's installed library, libamdhip64 or libcuda).
-        #[arg(long)]
+        #[arg(long, value_name = "PATH")]
         lib: Option<PathBuf>,
-        #[arg(long, default_value = "default")]
+        /// APIs to look for: `default`, `all`, or a comma-separated list of names.
+        #[arg(long, default_value = "default", value_name = "APIS")]
         apis: ApiSelection,
         /// Which runtime's table and default library.
         #[arg(long, value_enum, default_value_t = Runtime::Hip)]
@@ -113,8 +180,9 @@ pub struct TraceOpts {
     #[arg(long)]
     pub force: bool,
 
-    /// Stop after this many seconds.
-    #[arg(long, value_name = "SECS", value_parser = parse_duration)]
+    /// Stop after this long: seconds (`30`, `0.5`) or with a unit (`500ms`, `5s`, `2m`,
+    /// `1h 30m`); at most 365 days.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub duration: Option<f64>,
 
     /// GPU runtime to trace: `hip` (libamdhip64, roctx) or `cuda` (libcuda driver API, NVTX;
@@ -142,7 +210,8 @@ pub struct TraceOpts {
     #[arg(long, default_value_t = 4096, value_name = "MIB", value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
     pub spool_mb: u64,
 
-    /// No live status line.
+    /// Quiet: no live status line and no table at the end; what is said is one line per
+    /// library attached, warnings, errors, and the end's totals (written, lost, the file).
     #[arg(short, long)]
     pub quiet: bool,
 
@@ -159,10 +228,24 @@ pub struct TraceOpts {
     pub agent: Option<PathBuf>,
 }
 
-fn parse_duration(s: &str) -> Result<f64, String> {
-    let v: f64 = s.parse().map_err(|_| format!("`{s}` is not a number of seconds"))?;
+/// Longest `--duration`: a year (a bound, so that the deadline can always be computed).
+pub const MAX_DURATION_S: f64 = 365.0 * 24.0 * 3600.0;
+
+/// `--duration`: a plain number of seconds, or a humantime duration (`5s`, `2m`, `1h 30m`).
+/// Returns seconds, positive and at most [`MAX_DURATION_S`].
+pub fn parse_duration(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let v = match t.parse::<f64>() {
+        Ok(v) => v,
+        Err(_) => humantime::parse_duration(t)
+            .map_err(|e| format!("`{s}` is not a duration ({e}): give seconds (30, 0.5) or a unit (500ms, 5s, 2m, 1h)"))?
+            .as_secs_f64(),
+    };
     if !(v > 0.0 && v.is_finite()) {
-        return Err(format!("duration must be a positive number of seconds, got {s}"));
+        return Err(format!("duration must be positive, got {s}"));
+    }
+    if v > MAX_DURATION_S {
+        return Err(format!("duration {s} is longer than a year (365 days)"));
     }
     Ok(v)
 }

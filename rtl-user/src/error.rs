@@ -3,7 +3,7 @@
 //! | code | meaning |
 //! | --- | --- |
 //! | 1 | any other error |
-//! | 2 | bad command line (clap) |
+//! | 2 | bad command line (clap, or an output that is one of the inputs) |
 //! | 3 | not root / no BPF permission |
 //! | 4 | kernel lacks uprobes, ring buffers or BTF |
 //! | 5 | no such process, or it maps no HIP library |
@@ -15,6 +15,8 @@ use std::fmt;
 
 #[derive(Debug)]
 pub enum Fatal {
+    /// A command line that cannot be right (exit code 2, like clap's own errors).
+    Usage(String),
     Permission(String),
     KernelSupport(String),
     NoProcess(String),
@@ -26,6 +28,7 @@ pub enum Fatal {
 impl Fatal {
     pub fn exit_code(&self) -> i32 {
         match self {
+            Fatal::Usage(_) => 2,
             Fatal::Permission(_) => 3,
             Fatal::KernelSupport(_) => 4,
             Fatal::NoProcess(_) => 5,
@@ -38,7 +41,8 @@ impl Fatal {
 
 impl fmt::Display for Fatal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let (Fatal::Permission(m)
+        let (Fatal::Usage(m)
+        | Fatal::Permission(m)
         | Fatal::KernelSupport(m)
         | Fatal::NoProcess(m)
         | Fatal::BadLibrary(m)
@@ -50,7 +54,22 @@ impl fmt::Display for Fatal {
 
 impl std::error::Error for Fatal {}
 
-/// The exit code for an error chain: the first [`Fatal`] in it decides, else 1.
+/// The exit code for an error chain: the first [`Fatal`] in it decides; a trace SQLite finds
+/// damaged while reading it (past the checks on opening) is an unreadable input too (8); else 1.
 pub fn exit_code(e: &anyhow::Error) -> i32 {
-    e.chain().find_map(|c| c.downcast_ref::<Fatal>()).map_or(1, Fatal::exit_code)
+    if let Some(f) = e.chain().find_map(|c| c.downcast_ref::<Fatal>()) {
+        return f.exit_code();
+    }
+    let damaged = e.chain().any(|c| {
+        matches!(
+            c.downcast_ref::<rusqlite::Error>(),
+            Some(rusqlite::Error::SqliteFailure(f, _))
+                if matches!(f.code, rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase)
+        )
+    });
+    if damaged {
+        8
+    } else {
+        1
+    }
 }

@@ -13,4 +13,5 @@ pub mod probe;
 pub mod read;
 pub mod report;
 pub mod session;
+pub mod term;
 pub mod trace;

@@ -3,64 +3,85 @@
 use std::io::Write as _;
 
 use clap::Parser;
-use rtl_user::cli::{Cli, Command};
+use rtl_user::cli::{Cli, Command, TraceOpts};
+use rtl_user::error::Fatal;
 use rtl_user::session::{self, Mode};
-use rtl_user::{error, read};
+use rtl_user::{error, read, term};
 
 fn main() {
     let cli = Cli::parse();
     let code = match dispatch(cli) {
         Ok(code) => code,
+        // stdout closed early (`| head`): the reader wanted no more; end quietly, like ripgrep.
+        Err(e) if stdout_closed(&e) => 0,
         Err(e) => {
             // Not eprintln!: with stderr closed it would panic and lose the exit code.
-            let _ = writeln!(std::io::stderr(), "rtl-ebpf: error: {e:#}");
+            let _ = writeln!(std::io::stderr(), "rtl-ebpf: error: {}", term::escape(&format!("{e:#}")));
             error::exit_code(&e)
         }
     };
     std::process::exit(code);
 }
 
+/// True when the error is a write to a closed pipe.
+fn stdout_closed(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            || c.downcast_ref::<serde_json::Error>().and_then(|j| j.io_error_kind()) == Some(std::io::ErrorKind::BrokenPipe)
+    })
+}
+
 fn dispatch(cli: Cli) -> anyhow::Result<i32> {
-    let trace = |mode: Mode, opts: &rtl_user::cli::TraceOpts| -> anyhow::Result<i32> {
+    let trace = |mode: Mode, opts: &TraceOpts| -> anyhow::Result<i32> {
+        if opts.agent.is_some() && !matches!(mode, Mode::Run(_)) {
+            return Err(anyhow::anyhow!(Fatal::Usage(
+                "--agent applies to `run` only (it names the library `run` preloads); for attach / --all, start the application with the agent (docs/tracing.md)".into()
+            )));
+        }
         let o = session::run(mode, opts)?;
-        session::print_outcome(&o);
+        if opts.quiet {
+            // No table: only what was written, what was lost and where.
+            let _ = rtl_user::report::print_session_totals(&o);
+        } else {
+            session::print_outcome(&o);
+        }
         Ok(o.child_exit.unwrap_or(0))
     };
-    match cli.command {
-        None if cli.all => trace(Mode::All, &cli.trace),
+    let mut stdout = std::io::BufWriter::new(std::io::stdout());
+    let code = match cli.command {
+        None if cli.all => trace(Mode::All, &cli.trace)?,
         None => {
             use clap::CommandFactory;
-            Cli::command().print_help()?;
-            Ok(2)
+            write!(stdout, "{}", Cli::command().render_help())?;
+            2
         }
-        Some(Command::Attach { pids, trace: opts }) => trace(Mode::Pids(pids), &opts),
-        Some(Command::Run { trace: opts, cmd }) => trace(Mode::Run(cmd), &opts),
+        Some(Command::Attach { pids, trace: opts }) => trace(Mode::Pids(pids), &opts)?,
+        Some(Command::Run { trace: opts, cmd }) => trace(Mode::Run(cmd), &opts)?,
         Some(Command::Summary { trace, json, html, top }) => {
             let opts = read::SummaryOptions { json, html, top };
-            read::summary(&trace, &opts, &mut std::io::stdout().lock())?;
-            Ok(0)
+            read::summary(&trace, &opts, &mut stdout)?;
+            0
         }
-        Some(Command::Convert { trace, format, output }) => {
-            if format != "perfetto" {
-                anyhow::bail!("unknown --format {format}: the supported format is `perfetto`");
-            }
+        Some(Command::Convert { trace, format: _, output }) => {
             let name = output.to_string_lossy();
             if name.ends_with(".pftrace") {
                 read::convert_perfetto_proto(&trace, &output)?;
             } else {
                 read::convert_perfetto_json(&trace, &output)?;
             }
-            eprintln!("rtl-ebpf: wrote {}", output.display());
-            Ok(0)
+            term::message(&format!("wrote {}", output.display()));
+            0
         }
         Some(Command::Merge { output, inputs }) => {
             let stats = read::merge(&inputs, &output, true)?;
-            eprintln!("rtl-ebpf: merged {} traces into {}: {stats:?}", inputs.len(), output.display());
-            Ok(0)
+            term::message(&format!("merged {} traces into {}:\n{}", inputs.len(), output.display(), stats.to_string().trim_end()));
+            0
         }
         Some(Command::ListApis { lib, apis, runtime }) => {
-            rtl_user::probe::list_apis(lib.as_deref(), &apis, runtime)?;
-            Ok(0)
+            rtl_user::probe::list_apis(lib.as_deref(), &apis, runtime, &mut stdout)?;
+            0
         }
-    }
+    };
+    stdout.flush()?;
+    Ok(code)
 }

@@ -59,7 +59,7 @@ const SPOOL_MEM_BYTES: u64 = 64 << 20;
 pub(crate) fn say(msg: impl AsRef<str>) {
     // Never eprintln!: it panics when stderr is gone (a closed pipe, a hung-up terminal), and
     // a message must not end a trace.
-    let _ = writeln!(std::io::stderr(), "rtl-ebpf: {}", msg.as_ref());
+    crate::term::message(msg.as_ref());
 }
 
 /// Checks that the kernel and our privileges can do what we need, with a remedy if not.

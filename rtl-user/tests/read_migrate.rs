@@ -410,7 +410,7 @@ fn conversion_never_overwrites_the_trace_or_leaves_partial_output() {
         convert_perfetto_proto(&p, &p),
     ] {
         let e = format!("{:#}", r.unwrap_err());
-        assert!(e.contains("the output is the trace itself"), "{e}");
+        assert!(e.contains("the output is the input trace"), "{e}");
     }
     assert_eq!(std::fs::read(&p).unwrap(), before);
     // a failing conversion leaves no file behind

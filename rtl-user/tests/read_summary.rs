@@ -116,7 +116,7 @@ fn summary_numbers() {
     assert_eq!(s["lost"]["errors"][0]["api"], "hipMalloc");
     assert_eq!(s["lost"]["errors"][0]["error"], "hipErrorOutOfMemory");
     assert_eq!(s["lost"]["errors"][0]["calls"], 1);
-    assert_eq!(s["lost"]["dropped"]["dropped_events"], "3");
+    assert_eq!(s["lost"]["dropped"]["dropped_events"], 3);
 }
 
 #[test]
@@ -136,9 +136,9 @@ fn summary_text_and_top() {
     .unwrap();
     let text = String::from_utf8(out).unwrap();
     for want in [
-        "GPU kernels and ops by total time (top 1 of 3)",
+        "GPU kernels and ops by total time (top 1 of 3; 2 left out: --top 0 shows all)",
         "vectorAdd(float*, float*, float*, int)",
-        "APIs by total time (top 1 of 7)",
+        "APIs by total time (top 1 of 7; 6 left out: --top 0 shows all)",
         "GPU 0",
         "queue 1",
         "  GPU time  command",
@@ -295,7 +295,7 @@ fn summary_shows_nonzero_collector_loss_counters() {
     );
     let s = json_summary(&db);
     assert_eq!(
-        s["lost"]["dropped"]["ringbuf_drops"], "0",
+        s["lost"]["dropped"]["ringbuf_drops"], 0,
         "--json has them all"
     );
     assert!(s["lost"]["dropped"].get("probe_entries").is_none());

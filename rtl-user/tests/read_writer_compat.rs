@@ -178,7 +178,11 @@ fn readers_work_on_writer_output() {
     assert_eq!(launch["args"]["function"], "0x7f00", "a0 named as the trace says: {launch}");
 
     let m = d.path().join("m.rpd");
-    let st = merge(&[db.clone(), db.clone()], &m, false).unwrap();
+    // The same file twice is refused (it would double every row); a copy is another trace.
+    assert!(merge(&[db.clone(), db.clone()], &m, false).is_err());
+    let copy = d.path().join("copy.rpd");
+    std::fs::copy(&db, &copy).unwrap();
+    let st = merge(&[db.clone(), copy], &m, false).unwrap();
     assert_eq!(st.api_meanings_differing, 0);
     let mc = rusqlite::Connection::open(&m).unwrap();
     assert_eq!(mc.query_row("SELECT count(*) FROM rtl_api_meaning", [], |r| r.get::<_, i64>(0)).unwrap(), 2, "one row per API name");

@@ -247,7 +247,11 @@ fn command_line_nonsense_is_exit_2_with_no_file() {
         vec!["--all", "--duration", "inf", "-o", o],
         vec!["--all", "--duration", "1e400", "-o", o],
         vec!["--all", "--duration", "", "-o", o],
-        vec!["--all", "--duration", "10s", "-o", o],
+        // "10s" is valid since issue 16 (humantime); a unit that is none, or longer than a year
+        // (1e300 used to panic after attaching), is not
+        vec!["--all", "--duration", "10 parsecs", "-o", o],
+        vec!["--all", "--duration", "1e300", "-o", o],
+        vec!["--all", "--duration", "366days", "-o", o],
         vec!["--all", "--buffer-mb", "0", "-o", o],
         vec!["--all", "--buffer-mb", "3", "-o", o],
         vec!["--all", "--buffer-mb", "4096", "-o", o],

@@ -14,8 +14,9 @@ use std::path::Path;
 
 use anyhow::Result;
 
-/// `rtl-ebpf list-apis`: what would be probed in a library, and what it lacks.
-pub fn list_apis(lib: Option<&Path>, sel: &loader::ApiSelection, runtime: library::Runtime) -> Result<()> {
+/// `rtl-ebpf list-apis`: what would be probed in a library, and what it lacks, written to `out`
+/// (names and paths escaped: they come from the library file).
+pub fn list_apis(lib: Option<&Path>, sel: &loader::ApiSelection, runtime: library::Runtime, out: &mut dyn std::io::Write) -> Result<()> {
     let (path, kind) = match lib {
         Some(p) => (p.to_path_buf(), library::LibKind::of(p).unwrap_or(runtime.primary())),
         None => library::installed_for(runtime, None, &[], None)
@@ -39,7 +40,7 @@ pub fn list_apis(lib: Option<&Path>, sel: &loader::ApiSelection, runtime: librar
         loader::ApiSelection::Names(v) => v.clone(),
         _ => loader::select(sel, want, &syms).into_iter().map(|(n, _)| n).collect(),
     };
-    println!("{}: {} exported functions", shown(&path.display().to_string()), syms.len());
+    writeln!(out, "{}: {} exported functions", crate::term::path(&path), syms.len())?;
     let (mut have, mut missing) = (0, Vec::new());
     for n in &names {
         let spec = apis::spec_for(n, apis::Lib::of_name(n));
@@ -48,19 +49,19 @@ pub fn list_apis(lib: Option<&Path>, sel: &loader::ApiSelection, runtime: librar
                 have += 1;
                 let how = if apis::find(n).is_some() { "decoded" } else { "generic" };
                 let via = cxx.map(|e| format!("  C++ symbol {}", shown(&e.signature))).unwrap_or_default();
-                println!("  {:<40} offset {off:#x}  {how}  returns {}{via}", shown(n), spec.ret.name());
+                writeln!(out, "  {:<40} offset {off:#x}  {how}  returns {}{via}", shown(n), spec.ret.name())?;
             }
             None => missing.push(shown(n)),
         }
         for o in syms.overloads(n) {
-            println!("  {:<40} not probed: C++ overload {} at {:#x}", "", shown(&o.signature), o.offset);
+            writeln!(out, "  {:<40} not probed: C++ overload {} at {:#x}", "", shown(&o.signature), o.offset)?;
         }
     }
-    println!("{have} would be probed; not exported: {}", if missing.is_empty() { "none".into() } else { missing.join(", ") });
+    writeln!(out, "{have} would be probed; not exported: {}", if missing.is_empty() { "none".into() } else { missing.join(", ") })?;
     Ok(())
 }
 
-/// A name read from a library file, safe to print on a terminal (control characters escaped).
+/// A name read from a library file, safe to print on a terminal (see [`crate::term`]).
 fn shown(s: &str) -> String {
-    s.chars().flat_map(|c| if c.is_control() { c.escape_default().collect::<Vec<_>>() } else { vec![c] }).collect()
+    crate::term::escape(s).into_owned()
 }

@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
 use super::summary::{dur, Summary};
 
@@ -164,6 +164,9 @@ pub fn render(s: &Summary) -> String {
     o.push_str("</style></head><body>\n");
     let _ = write!(o, "<h1>rtl-ebpf trace summary</h1><p class=\"meta\">{}<br>span {} &middot; {} API calls &middot; {} GPU ops ({} GPU time) &middot; {} roctx markers</p>",
         esc(&s.source), esc(&dur(s.last_ns - s.first_ns)), s.api_calls, s.gpu_ops, esc(&dur(s.gpu_time_ns)), s.markers);
+    for line in &s.incomplete {
+        let _ = write!(o, "<p style=\"color:#b91c1c;font-weight:600\">{}</p>", esc(line));
+    }
     o.push_str("<h2>GPU busy over time</h2><p class=\"meta\">Fraction of each interval in which the device ran at least one op (time from the first GPU op).</p>");
     if s.busy.is_empty() {
         o.push_str("<p>No GPU ops in this trace.</p>");
@@ -240,7 +243,12 @@ pub fn render(s: &Summary) -> String {
 }
 
 /// Writes the report page to `path`.
-pub fn write_report(s: &Summary, path: &Path) -> Result<()> {
-    std::fs::write(path, render(s))
-        .with_context(|| format!("{}: cannot write the HTML report", path.display()))
+/// Writes the report to `path` (never over the trace `db`; see [`super::OutFile`]).
+pub fn write_report(s: &Summary, db: &Path, path: &Path) -> Result<()> {
+    use std::io::Write as _;
+    let (mut f, out) = super::OutFile::create(&[db], path)?;
+    f.write_all(render(s).as_bytes())
+        .and_then(|_| f.flush())
+        .map_err(|e| anyhow::anyhow!(crate::error::Fatal::Output(format!("{}: cannot write the HTML report: {e}", crate::term::path(path)))))?;
+    out.commit()
 }

@@ -15,9 +15,13 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
+use std::os::unix::fs::MetadataExt;
 
-use crate::trace::{migrate, schema};
+use rusqlite::{params, Connection, OptionalExtension};
+
+use crate::error::Fatal;
+
+use crate::trace::schema;
 
 /// RPD's multi-node strides (also written into the output's metadata).
 pub const PID_STRIDE: i64 = 10_000_000;
@@ -84,48 +88,16 @@ fn meta(c: &Connection, tag: &str) -> Result<Option<String>> {
     .flatten())
 }
 
-/// Makes `path` readable as a current-schema trace: validates, migrates in place, or (read-only
-/// file needing migration) migrates a temporary copy, returned second to be removed afterwards.
-fn prepare(path: &Path) -> Result<(PathBuf, Option<PathBuf>, String, Option<i64>)> {
-    migrate::check_file(path)?;
-    let c = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)
-        .with_context(|| format!("{}: cannot open as SQLite", path.display()))?;
-    let report = migrate::check(&c)?;
-    let mut use_path = path.to_path_buf();
-    let mut tmp = None;
-    if report.changed() {
-        drop(c);
-        match Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_WRITE) {
-            Ok(rw) if !rw.is_readonly(rusqlite::DatabaseName::Main).unwrap_or(true) => {
-                migrate::migrate(&rw)?;
-            }
-            _ => {
-                let t = std::env::temp_dir().join(format!(
-                    "rtl-merge-{}-{}.db",
-                    std::process::id(),
-                    path.file_name()
-                        .map(|f| f.to_string_lossy().into_owned())
-                        .unwrap_or_default()
-                ));
-                std::fs::copy(path, &t)?;
-                migrate::migrate(&Connection::open(&t)?).with_context(|| {
-                    format!(
-                        "{} (read-only; migrated in a temporary copy)",
-                        path.display()
-                    )
-                })?;
-                use_path = t.clone();
-                tmp = Some(t);
-            }
-        }
-    }
-    let c = Connection::open_with_flags(&use_path, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
-    let host = meta(&c, "hostname")?
-        .or(meta(&c, "host")?)
-        .or(meta(&c, "node")?)
+/// Opens one input (validated, migrated in a private copy when needed, see
+/// [`super::open_trace`]) and reads its host name and clock offset.
+fn prepare(path: &Path) -> Result<(super::Trace, String, Option<i64>)> {
+    let t = super::open_trace(path)?;
+    let host = meta(&t, "hostname")?
+        .or(meta(&t, "host")?)
+        .or(meta(&t, "node")?)
         .unwrap_or_default();
-    let rmm = meta(&c, "realtime_minus_monotonic_ns")?.and_then(|v| v.trim().parse::<i64>().ok());
-    Ok((use_path, tmp, host, rmm))
+    let rmm = meta(&t, "realtime_minus_monotonic_ns")?.and_then(|v| v.trim().parse::<i64>().ok());
+    Ok((t, host, rmm))
 }
 
 fn count(c: &Connection, table: &str) -> Result<i64> {
@@ -137,36 +109,51 @@ pub fn merge(inputs: &[PathBuf], out: &Path, out_host_tag: bool) -> Result<Merge
     if inputs.is_empty() {
         bail!("merge: no input traces given");
     }
-    let out_abs = std::path::absolute(out).unwrap_or_else(|_| out.to_path_buf());
-    for i in inputs {
-        let a = std::fs::canonicalize(i).unwrap_or_else(|_| i.clone());
-        if a == std::fs::canonicalize(&out_abs).unwrap_or(out_abs.clone()) {
-            bail!("merge: the output {} is also an input", out.display());
+    // The same file twice would double every row; the output must not be an input.
+    for (i, a) in inputs.iter().enumerate() {
+        if let Ok(ma) = std::fs::metadata(a) {
+            for b in &inputs[..i] {
+                if std::fs::metadata(b).is_ok_and(|mb| (mb.dev(), mb.ino()) == (ma.dev(), ma.ino())) {
+                    return Err(anyhow::anyhow!(Fatal::Usage(format!(
+                        "merge: {} and {} are the same file: each trace may be given once",
+                        crate::term::path(b),
+                        crate::term::path(a)
+                    ))));
+                }
+            }
         }
     }
+    let input_refs: Vec<&Path> = inputs.iter().map(PathBuf::as_path).collect();
+    super::refuse_output_that_is_an_input(out, &input_refs)?;
     // Validate and migrate every input before writing anything.
     let mut prepared = vec![];
     for p in inputs {
         prepared.push(prepare(p)?);
     }
-    let cleanup = |prepared: &Vec<(PathBuf, Option<PathBuf>, String, Option<i64>)>| {
-        for (_, t, _, _) in prepared {
-            if let Some(t) = t {
-                let _ = std::fs::remove_file(t);
-            }
-        }
+    // The output is built in a private directory (0700, random name) beside it and renamed into
+    // place: nothing another user planted can be followed or replayed into it.
+    let shown = crate::term::path(out);
+    let dir = match out.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
     };
-    let tmp = out_abs.with_file_name(format!(
-        ".{}.merging",
-        out_abs
-            .file_name()
-            .map(|f| f.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "out".into())
-    ));
-    let _ = std::fs::remove_file(&tmp);
+    let work = tempfile::Builder::new()
+        .prefix(".rtl-merge-")
+        .tempdir_in(dir)
+        .map_err(|e| anyhow::anyhow!(Fatal::Output(format!("{shown}: cannot create a working directory beside it: {e}"))))?;
+    let tmp = work.path().join("merged.db");
+    // Private like the trace (it holds command lines): made here, 0600, before SQLite opens it.
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)
+            .map_err(|e| anyhow::anyhow!(Fatal::Output(format!("{shown}: cannot create: {e}"))))?;
+    }
     let res = (|| -> Result<MergeStats> {
-        let c =
-            Connection::open(&tmp).with_context(|| format!("{}: cannot create", tmp.display()))?;
+        let c = Connection::open(&tmp).map_err(|e| anyhow::anyhow!(Fatal::Output(format!("{shown}: cannot create: {e}"))))?;
         c.execute_batch(
             "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA temp_store = MEMORY; PRAGMA cache_size = -262144;",
         )?;
@@ -179,8 +166,8 @@ pub fn merge(inputs: &[PathBuf], out: &Path, out_host_tag: bool) -> Result<Merge
         )?;
         let mut stats = MergeStats::default();
         let mut hosts: Vec<String> = vec![];
-        let ref_rmm = prepared.first().and_then(|p| p.3);
-        for (i, (path, _, host, rmm)) in prepared.iter().enumerate() {
+        let ref_rmm = prepared.first().and_then(|p| p.2);
+        for (i, (src, host, rmm)) in prepared.iter().enumerate() {
             // A file that does not name its host is taken as coming from a host of its own.
             let host_key = if host.is_empty() {
                 format!("unknown-host-of-input{i}")
@@ -203,7 +190,7 @@ pub fn merge(inputs: &[PathBuf], out: &Path, out_host_tag: bool) -> Result<Merge
                 (true, true, Some(r), Some(r0)) => r - r0,
                 _ => 0,
             };
-            c.execute("ATTACH DATABASE ?1 AS src", [path.to_string_lossy()])?;
+            c.execute("ATTACH DATABASE ?1 AS src", [src.uri()])?;
             let mut inp = MergedInput {
                 path: inputs[i].clone(),
                 hostname: host.clone(),
@@ -461,73 +448,86 @@ pub fn merge(inputs: &[PathBuf], out: &Path, out_host_tag: bool) -> Result<Merge
             stats.rows.insert(t.to_string(), count(&c, t)?);
         }
         drop(c);
-        std::fs::rename(&tmp, &out_abs)
-            .with_context(|| format!("{}: cannot write", out.display()))?;
+        crate::trace::writer::chown_to_invoker(&tmp);
+        std::fs::rename(&tmp, out)
+            .map_err(|e| anyhow::anyhow!(Fatal::Output(format!("{shown}: cannot write: {e}"))))?;
         Ok(stats)
     })();
-    cleanup(&prepared);
-    if res.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
+    drop(prepared);
+    drop(work);
     res
 }
 
-/// A short human summary: one line per input, then the output's row counts.
+/// A table for the terminal: one row per input, then the output's row counts (paths and
+/// host names escaped).
 impl std::fmt::Display for MergeStats {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use crate::term::{escape, path};
         let rows = |m: &BTreeMap<String, i64>, t: &str| m.get(t).copied().unwrap_or(0);
-        for (i, inp) in self.inputs.iter().enumerate() {
-            let host = if inp.hostname.is_empty() {
-                "unknown host"
-            } else {
-                inp.hostname.as_str()
-            };
-            writeln!(
-                f,
-                "  input{i} {} ({host}, node {}): {} API calls, {} ops, {} links{}",
-                inp.path.display(),
-                inp.node,
-                rows(&inp.rows, "rocpd_api"),
-                rows(&inp.rows, "rocpd_op"),
-                rows(&inp.rows, "rocpd_api_ops"),
-                if inp.pid_offset != 0 || inp.time_shift_ns != 0 {
-                    format!(
-                        "; pids +{}, gpus +{}, times {:+} ns",
-                        inp.pid_offset, inp.gpu_offset, inp.time_shift_ns
-                    )
-                } else {
-                    String::new()
-                }
-            )?;
+        let head = ["input", "host", "node", "API calls", "GPU ops", "links", "processes", "pid offset", "time shift ns"];
+        let mut cells: Vec<Vec<String>> = self
+            .inputs
+            .iter()
+            .map(|inp| {
+                vec![
+                    path(&inp.path),
+                    if inp.hostname.is_empty() { "unknown".into() } else { escape(&inp.hostname).into_owned() },
+                    inp.node.to_string(),
+                    rows(&inp.rows, "rocpd_api").to_string(),
+                    rows(&inp.rows, "rocpd_op").to_string(),
+                    rows(&inp.rows, "rocpd_api_ops").to_string(),
+                    rows(&inp.rows, "rtl_process").to_string(),
+                    inp.pid_offset.to_string(),
+                    format!("{:+}", inp.time_shift_ns),
+                ]
+            })
+            .collect();
+        cells.push(vec![
+            "= merged".into(),
+            String::new(),
+            String::new(),
+            rows(&self.rows, "rocpd_api").to_string(),
+            rows(&self.rows, "rocpd_op").to_string(),
+            rows(&self.rows, "rocpd_api_ops").to_string(),
+            rows(&self.rows, "rtl_process").to_string(),
+            String::new(),
+            String::new(),
+        ]);
+        let mut w: Vec<usize> = head.iter().map(|h| h.chars().count()).collect();
+        for r in &cells {
+            for (i, c) in r.iter().enumerate() {
+                w[i] = w[i].max(c.chars().count());
+            }
         }
-        write!(
-            f,
-            "  merged: {} API calls, {} ops, {} links, {} processes",
-            rows(&self.rows, "rocpd_api"),
-            rows(&self.rows, "rocpd_op"),
-            rows(&self.rows, "rocpd_api_ops"),
-            rows(&self.rows, "rtl_process")
-        )?;
+        let line = |f: &mut std::fmt::Formatter<'_>, r: &[String]| -> std::fmt::Result {
+            let mut s = String::from("  ");
+            for (i, c) in r.iter().enumerate() {
+                let pad = " ".repeat(w[i] - c.chars().count());
+                if i < 2 {
+                    s.push_str(&format!("{c}{pad}  "));
+                } else {
+                    s.push_str(&format!("{pad}{c}  "));
+                }
+            }
+            writeln!(f, "{}", s.trim_end())
+        };
+        line(f, &head.map(String::from))?;
+        line(f, &w.iter().map(|n| "-".repeat(*n)).collect::<Vec<_>>())?;
+        for r in &cells {
+            line(f, r)?;
+        }
         if self.processes_combined > 0 {
-            write!(
-                f,
-                " ({} process rows seen in several inputs combined)",
-                self.processes_combined
-            )?;
+            writeln!(f, "  {} process rows seen in several inputs were combined (same host and pid)", self.processes_combined)?;
         }
         if self.api_meanings_differing > 0 {
-            write!(
+            writeln!(
                 f,
-                "; {} APIs described differently by a later input (the first input's meaning kept)",
+                "  {} APIs described differently by a later input (the first input's meaning kept)",
                 self.api_meanings_differing
             )?;
         }
         if self.dangling_strings > 0 {
-            write!(
-                f,
-                "; {} references to missing strings mapped to ''",
-                self.dangling_strings
-            )?;
+            writeln!(f, "  {} references to missing strings were mapped to ''", self.dangling_strings)?;
         }
         Ok(())
     }

@@ -646,31 +646,25 @@ pub(crate) trait PartSink: Sink + Send {
 /// Emits the API calls into `parts[0]` and the GPU ops and markers into `parts[1]`, in parallel
 /// on two read-only connections when the trace can be reopened by path (else one after the
 /// other on `conn`). The tracks must already be emitted.
+/// Settings of a converter's connections: memory bounded whatever the trace's size. The
+/// per-track `ORDER BY` sorts every row, so the sorter spills to temporary files (SQLite's own:
+/// random names, unlinked at once) past a 32 MiB cache instead of growing in memory, and the
+/// file is read, not mapped.
+pub(crate) fn bounded_memory(c: &Connection) -> Result<()> {
+    c.execute_batch("PRAGMA temp_store = FILE; PRAGMA cache_size = -32768; PRAGMA mmap_size = 0;")?;
+    Ok(())
+}
+
 pub(crate) fn emit_parts(
-    conn: &Connection,
+    trace: &super::Trace,
     p: &Prelude,
     parts: [Box<dyn PartSink + '_>; 2],
 ) -> Result<()> {
     let [mut apis, mut ops] = parts;
-    let path = conn
-        .path()
-        .filter(|x| !x.is_empty() && std::path::Path::new(x).exists())
-        .map(std::path::PathBuf::from);
-    let Some(path) = path else {
-        emit_apis(conn, p, apis.as_mut())?;
-        emit_ops(conn, p, ops.as_mut())?;
-        emit_markers(conn, p, ops.as_mut())?;
-        apis.finish()?;
-        return ops.finish();
-    };
+    let uri = trace.uri();
     let open = || -> Result<Connection> {
-        let c = Connection::open_with_flags(
-            &path,
-            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )?;
-        c.execute_batch(
-            "PRAGMA temp_store = MEMORY; PRAGMA cache_size = -131072; PRAGMA mmap_size = 68719476736;",
-        )?;
+        let c = super::open_read_only(uri)?;
+        bounded_memory(&c)?;
         Ok(c)
     };
     std::thread::scope(|s| -> Result<()> {
@@ -695,45 +689,38 @@ pub(crate) fn emit_parts(
     })
 }
 
-/// Temporary files beside the output for the parts, removed when dropped.
-pub(crate) struct PartFiles(pub Vec<std::path::PathBuf>);
+/// Unnamed temporary files beside the output for the parts (`O_TMPFILE`, or a random name
+/// unlinked at once where the file system lacks it): nothing to plant, nothing to remove.
+pub(crate) struct PartFiles(Vec<std::fs::File>);
 
 impl PartFiles {
     pub(crate) fn new(out: &std::path::Path, n: usize) -> Result<(Vec<std::fs::File>, PartFiles)> {
-        let name = out
-            .file_name()
-            .map(|f| f.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let paths: Vec<_> = (0..n)
-            .map(|i| out.with_file_name(format!(".{name}.part{i}")))
-            .collect();
-        let files = paths
-            .iter()
-            .map(|p| std::fs::File::create(p).map_err(|e| anyhow::anyhow!("{}: {e}", p.display())))
-            .collect::<Result<Vec<_>>>();
-        let guard = PartFiles(paths);
-        Ok((files?, guard))
+        let dir = match out.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => std::path::Path::new("."),
+        };
+        let mut writers = Vec::new();
+        let mut readers = Vec::new();
+        for _ in 0..n {
+            let f = tempfile::tempfile_in(dir)
+                .map_err(|e| anyhow::anyhow!("{}: cannot create a temporary file: {e}", crate::term::path(dir)))?;
+            readers.push(f.try_clone()?);
+            writers.push(f);
+        }
+        Ok((writers, PartFiles(readers)))
     }
 
     /// Appends the parts to `w`, skipping `skip` bytes at the start of the first non-empty one.
     pub(crate) fn append_to(&self, w: &mut dyn std::io::Write, mut skip: u64) -> Result<()> {
-        for p in &self.0 {
-            let mut f = std::fs::File::open(p)?;
-            if skip > 0 && f.metadata()?.len() > 0 {
-                std::io::Seek::seek(&mut f, std::io::SeekFrom::Start(skip))?;
-                skip = 0;
-            }
+        use std::io::Seek;
+        for f in &self.0 {
+            let mut f = f;
+            let len = f.metadata()?.len();
+            let from = if skip > 0 && len > 0 { std::mem::take(&mut skip) } else { 0 };
+            f.seek(std::io::SeekFrom::Start(from))?;
             std::io::copy(&mut f, w)?;
         }
         Ok(())
-    }
-}
-
-impl Drop for PartFiles {
-    fn drop(&mut self) {
-        for p in &self.0 {
-            let _ = std::fs::remove_file(p);
-        }
     }
 }
 

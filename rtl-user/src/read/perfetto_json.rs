@@ -139,7 +139,7 @@ impl<W: Write + Send> PartSink for JsonSink<W> {
     }
 }
 
-fn write_all(conn: &rusqlite::Connection, db: &Path, out: &Path, w: &mut dyn Write) -> Result<()> {
+fn write_all(conn: &super::Trace, db: &Path, out: &Path, w: &mut dyn Write) -> Result<()> {
     w.write_all(b"{\"displayTimeUnit\":\"ns\",\"otherData\":")?;
     let mut meta = serde_json::Map::new();
     meta.insert("source".into(), json!(db.display().to_string()));
@@ -181,7 +181,8 @@ fn write_all(conn: &rusqlite::Connection, db: &Path, out: &Path, w: &mut dyn Wri
 /// Writes `db` as Chrome trace JSON to `out` (gzip-compressed when `out` ends in `.gz`).
 pub fn convert_perfetto_json(db: &Path, out: &Path) -> Result<()> {
     let conn = super::open_trace(db)?;
-    let (f, guard) = super::OutFile::create(db, out)?;
+    model::bounded_memory(&conn)?;
+    let (f, guard) = super::OutFile::create(&[db], out)?;
     let gz = out.extension().is_some_and(|e| e == "gz");
     let res = if gz {
         // Buffer in front of the encoder: it compresses poorly and slowly in tiny writes.

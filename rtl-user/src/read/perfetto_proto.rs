@@ -392,7 +392,8 @@ impl<W: Write + Send> PartSink for ProtoSink<W> {
 /// Writes `db` as a Perfetto protobuf trace to `out`.
 pub fn convert_perfetto_proto(db: &Path, out: &Path) -> Result<()> {
     let conn = super::open_trace(db)?;
-    let (f, guard) = super::OutFile::create(db, out)?;
+    model::bounded_memory(&conn)?;
+    let (f, guard) = super::OutFile::create(&[db], out)?;
     let mut sink = ProtoSink::new(BufWriter::with_capacity(1 << 20, f), SEQ_ID, HashSet::new());
     let mut run = || -> Result<()> {
         // Track descriptors on the first sequence; API calls and GPU ops written in parallel on

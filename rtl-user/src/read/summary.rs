@@ -192,6 +192,9 @@ pub struct Summary {
     pub launch_latency: Option<Latency>,
     /// Metadata counters of lost data (tags naming drops / losses / overflows).
     pub dropped: Vec<(String, String)>,
+    /// Why the trace is incomplete: the collector did not finish it (killed, disk full), one
+    /// line per unfinished input (empty: complete, or not written by rtl-ebpf).
+    pub incomplete: Vec<String>,
     pub unlinked_gpu_ops: i64,
     pub unclosed_apis: i64,
     /// Unclosed calls by `rtl_api.status` reason (thread exited, exec, trace ended, unmatched).
@@ -599,7 +602,7 @@ fn job_links(c: &Connection, out: &Mutex<Scans>) -> Result<()> {
     Ok(())
 }
 
-fn run_scans(conn: &Connection) -> Result<Scans> {
+fn run_scans(trace: &super::Trace) -> Result<Scans> {
     let out = Mutex::new(Scans::default());
     let jobs: [(&str, Job); 4] = [
         ("api", job_api),
@@ -616,46 +619,29 @@ fn run_scans(conn: &Connection) -> Result<Scans> {
             .push((name.to_string(), t.elapsed().as_secs_f64()));
         Ok(())
     };
-    let path = conn
-        .path()
-        .filter(|p| !p.is_empty() && Path::new(p).exists())
-        .map(PathBuf::from);
-    match path {
-        Some(p) => {
-            // Parallel: one read-only connection per scan (the file was validated and migrated).
-            std::thread::scope(|s| -> Result<()> {
-                let handles: Vec<_> = jobs
-                    .iter()
-                    .map(|(name, job)| {
-                        let (p, out, timed) = (&p, &out, &timed);
-                        s.spawn(move || -> Result<()> {
-                            let c = Connection::open_with_flags(
-                                p,
-                                rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY
-                                    | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
-                            )?;
-                            c.execute_batch(
-                                "PRAGMA temp_store = MEMORY; PRAGMA cache_size = -65536; PRAGMA mmap_size = 68719476736;",
-                            )?;
-                            register(&c)?;
-                            timed(name, *job, &c, out)
-                        })
-                    })
-                    .collect();
-                for h in handles {
-                    h.join()
-                        .map_err(|_| anyhow::anyhow!("summary worker panicked"))??;
-                }
-                Ok(())
-            })?;
+    // Parallel: one read-only connection per scan (the file was validated and migrated).
+    let uri = trace.uri();
+    std::thread::scope(|s| -> Result<()> {
+        let handles: Vec<_> = jobs
+            .iter()
+            .map(|(name, job)| {
+                let (out, timed) = (&out, &timed);
+                s.spawn(move || -> Result<()> {
+                    let c = super::open_read_only(uri)?;
+                    c.execute_batch(
+                        "PRAGMA temp_store = MEMORY; PRAGMA cache_size = -65536; PRAGMA mmap_size = 68719476736;",
+                    )?;
+                    register(&c)?;
+                    timed(name, *job, &c, out)
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join()
+                .map_err(|_| anyhow::anyhow!("summary worker panicked"))??;
         }
-        None => {
-            register(conn)?;
-            for (name, job) in jobs {
-                timed(name, job, conn, &out)?;
-            }
-        }
-    }
+        Ok(())
+    })?;
     Ok(out.into_inner().unwrap())
 }
 
@@ -688,6 +674,10 @@ pub(crate) const LOSS_WORDS: &[&str] = &[
     "oversized",
     "ambiguous",
     "skipped",
+    // spool_discarded_records (read but not kept: backlog full), spool_abandoned_bytes (backlog
+    // left unwritten when interrupted twice)
+    "discard",
+    "abandon",
 ];
 
 fn is_drop_tag(tag: &str) -> bool {
@@ -739,6 +729,27 @@ pub fn summary_data(db: &Path, top: usize) -> Result<Summary> {
         .filter(|(t, _)| is_drop_tag(t) && !(merged && per_input(t)))
         .cloned()
         .collect();
+
+    // A collector that finished wrote trace_end_ns with its counters; one that was killed or
+    // stopped by a full disk did not (its start tag is there, the rows up to its last batch).
+    let tags: std::collections::HashSet<&str> = s.metadata.iter().map(|(t, _)| t.as_str()).collect();
+    let mut prefixes = vec![String::new()];
+    prefixes.extend(
+        tags.iter()
+            .filter_map(|t| t.strip_suffix("trace_start_ns"))
+            .filter(|p| !p.is_empty())
+            .map(str::to_string),
+    );
+    prefixes.sort();
+    prefixes.dedup();
+    for p in prefixes {
+        if tags.contains(format!("{p}trace_start_ns").as_str()) && !tags.contains(format!("{p}trace_end_ns").as_str()) {
+            let what = if p.is_empty() { "this trace".to_string() } else { format!("input {}", p.trim_end_matches('.')) };
+            s.incomplete.push(format!(
+                "incomplete: the collector did not finish {what} (killed, or the disk filled): rows up to its last written batch are here; its end-of-trace loss counters are missing"
+            ));
+        }
+    }
 
     // APIs: per name and per pid from the (pid, name) groups.
     let mut by_name: HashMap<i64, Stat> = HashMap::new();
@@ -979,11 +990,15 @@ impl Summary {
         let stat = |s: &Stat| json!({"calls": s.count, "total_ns": s.sum, "mean_ns": s.mean(), "min_ns": s.min, "max_ns": s.max});
         json!({
             "trace": self.source,
-            "metadata": self.metadata.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<_, _>>(),
+            "metadata": self.metadata.iter().map(|(k, v)| (k.clone(), meta_value(k, v))).collect::<serde_json::Map<_, _>>(),
+            "complete": self.incomplete.is_empty(),
+            "incomplete": self.incomplete,
             "span": {"first_ns": self.first_ns, "last_ns": self.last_ns, "duration_ns": self.last_ns - self.first_ns},
             "totals": {
                 "api_calls": self.api_calls, "api_names": self.apis_total_names,
+                "apis_left_out": self.apis_total_names - self.apis.len(),
                 "gpu_ops": self.gpu_ops, "gpu_op_names": self.ops_total_names, "gpu_time_ns": self.gpu_time_ns,
+                "kernels_left_out": self.ops_total_names - self.ops.len(),
                 "markers": self.markers, "api_op_links": self.links,
             },
             "kernels": self.ops.iter().map(|o| {
@@ -1020,7 +1035,7 @@ impl Summary {
                 "percentiles_sampled_every": l.sampled_every,
             })),
             "lost": {
-                "dropped": self.dropped.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<_, _>>(),
+                "dropped": self.dropped.iter().map(|(k, v)| (k.clone(), meta_value(k, v))).collect::<serde_json::Map<_, _>>(),
                 "unlinked_gpu_ops": self.unlinked_gpu_ops,
                 "unclosed_apis": self.unclosed_apis,
                 "unclosed_by_reason": self.unclosed_by_reason,
@@ -1031,6 +1046,107 @@ impl Summary {
                 })).collect::<Vec<_>>(),
             },
         })
+    }
+}
+
+/// Metadata tags that hold text even when it looks like a number.
+const TEXT_TAGS: &[&str] = &["hostname", "host", "node", "rtl_version", "clock", "path"];
+
+/// A metadata value for JSON: integers and decimals as numbers, comma-separated integers (per
+/// CPU counters) as arrays, the session mode structured (see [`mode_value`]), the rest as text.
+fn meta_value(tag: &str, v: &str) -> Value {
+    let base = tag.rsplit('.').next().unwrap_or(tag);
+    if base == "mode" {
+        return mode_value(v);
+    }
+    if TEXT_TAGS.contains(&base) {
+        return json!(v);
+    }
+    let t = v.trim();
+    if let Ok(i) = t.parse::<i64>() {
+        return json!(i);
+    }
+    if t.bytes().all(|b| b.is_ascii_digit() || b == b'.' || b == b'-') {
+        if let Ok(f) = t.parse::<f64>() {
+            if f.is_finite() {
+                return json!(f);
+            }
+        }
+    }
+    if t.contains(',') {
+        let parts: Option<Vec<i64>> = t.split(',').map(|x| x.trim().parse::<i64>().ok()).collect();
+        if let Some(parts) = parts {
+            return json!(parts);
+        }
+    }
+    json!(v)
+}
+
+/// The session mode the collector records (`All`, `Pids([1, 2])`, `Run(["cmd", "arg"])`, as
+/// Rust prints them; or already JSON) as `{"kind": "all"}`, `{"kind": "attach", "pids": [..]}`,
+/// `{"kind": "run", "command": [..]}`; anything else as `{"kind": "unknown", "text": ..}`.
+pub(crate) fn mode_value(v: &str) -> Value {
+    let t = v.trim();
+    if t.starts_with('{') {
+        if let Ok(j @ Value::Object(_)) = serde_json::from_str::<Value>(t) {
+            return j;
+        }
+    }
+    let unknown = || json!({"kind": "unknown", "text": v});
+    if t == "All" {
+        return json!({"kind": "all"});
+    }
+    if let Some(inner) = t.strip_prefix("Pids([").and_then(|r| r.strip_suffix("])")) {
+        let pids: Option<Vec<u64>> = inner.split(',').filter(|x| !x.trim().is_empty()).map(|x| x.trim().parse().ok()).collect();
+        return pids.map_or_else(unknown, |p| json!({"kind": "attach", "pids": p}));
+    }
+    if let Some(inner) = t.strip_prefix("Run([").and_then(|r| r.strip_suffix("])")) {
+        return debug_strings(inner).map_or_else(unknown, |c| json!({"kind": "run", "command": c}));
+    }
+    unknown()
+}
+
+/// Parses `"a", "b\"c"` (strings as Rust's `{:?}` writes them) into the strings.
+fn debug_strings(s: &str) -> Option<Vec<String>> {
+    let mut out = Vec::new();
+    let mut it = s.chars().peekable();
+    loop {
+        while it.peek().is_some_and(|c| c.is_whitespace() || *c == ',') {
+            it.next();
+        }
+        match it.next() {
+            None => return Some(out),
+            Some('"') => {}
+            Some(_) => return None,
+        }
+        let mut cur = String::new();
+        loop {
+            match it.next()? {
+                '"' => break,
+                '\\' => match it.next()? {
+                    'n' => cur.push('\n'),
+                    'r' => cur.push('\r'),
+                    't' => cur.push('\t'),
+                    '0' => cur.push('\0'),
+                    'u' => {
+                        if it.next()? != '{' {
+                            return None;
+                        }
+                        let mut hex = String::new();
+                        loop {
+                            match it.next()? {
+                                '}' => break,
+                                c => hex.push(c),
+                            }
+                        }
+                        cur.push(char::from_u32(u32::from_str_radix(&hex, 16).ok()?)?);
+                    }
+                    c => cur.push(c), // \\ \" \'
+                },
+                c => cur.push(c),
+            }
+        }
+        out.push(cur);
     }
 }
 
@@ -1094,7 +1210,13 @@ fn table(out: &mut dyn Write, head: &[&str], rows: &[Vec<String>]) -> Result<()>
 }
 
 fn write_text(s: &Summary, out: &mut dyn Write) -> Result<()> {
-    writeln!(out, "Trace {}", s.source)?;
+    // Every string from the trace is escaped: names, command lines and paths are another
+    // user's text (crate::term).
+    use crate::term::escape;
+    writeln!(out, "Trace {}", escape(&s.source))?;
+    for line in &s.incomplete {
+        writeln!(out, "  {line}")?;
+    }
     writeln!(
         out,
         "  span {} | {} API calls | {} GPU ops ({} GPU time) | {} roctx markers | {} API->op links",
@@ -1108,7 +1230,7 @@ fn write_text(s: &Summary, out: &mut dyn Write) -> Result<()> {
     writeln!(out)?;
     let shown = |n: usize, total: usize| {
         if n < total {
-            format!(" (top {n} of {total})")
+            format!(" (top {n} of {total}; {} left out: --top 0 shows all)", total - n)
         } else {
             String::new()
         }
@@ -1126,7 +1248,7 @@ fn write_text(s: &Summary, out: &mut dyn Write) -> Result<()> {
             .iter()
             .map(|o| {
                 vec![
-                    clip(&o.name, 70),
+                    clip(&escape(&o.name), 70),
                     o.stat.count.to_string(),
                     dur(o.stat.sum),
                     dur(o.stat.mean()),
@@ -1156,7 +1278,7 @@ fn write_text(s: &Summary, out: &mut dyn Write) -> Result<()> {
             .iter()
             .map(|a| {
                 vec![
-                    clip(&a.name, 50),
+                    clip(&escape(&a.name), 50),
                     a.stat.count.to_string(),
                     dur(a.stat.sum),
                     dur(a.stat.mean()),
@@ -1221,7 +1343,7 @@ fn write_text(s: &Summary, out: &mut dyn Write) -> Result<()> {
                     dur(p.api.sum),
                     p.gpu_ops.to_string(),
                     dur(p.gpu_time_ns),
-                    clip(&cmd, 60),
+                    clip(&escape(&cmd), 60),
                 ]
             })
             .collect();
@@ -1281,7 +1403,10 @@ fn write_text(s: &Summary, out: &mut dyn Write) -> Result<()> {
         writeln!(
             out,
             "    {} -> {} ({}): {}",
-            e.api, e.code_name, e.code, e.count
+            escape(&e.api),
+            escape(&e.code_name),
+            e.code,
+            e.count
         )?;
     }
     if s.errors.len() > 10 {
@@ -1303,7 +1428,7 @@ fn write_text(s: &Summary, out: &mut dyn Write) -> Result<()> {
         )?;
     }
     for (k, v) in nonzero {
-        writeln!(out, "  {k}: {v}")?;
+        writeln!(out, "  {}: {}", escape(k), escape(v))?;
     }
     Ok(())
 }
@@ -1311,9 +1436,12 @@ fn write_text(s: &Summary, out: &mut dyn Write) -> Result<()> {
 /// `rtl-ebpf summary`: writes the summary of `db` to `out` (tables, or JSON with `opts.json`),
 /// and the HTML report to `opts.html` when given.
 pub fn summary(db: &Path, opts: &SummaryOptions, out: &mut dyn Write) -> Result<()> {
+    if let Some(h) = &opts.html {
+        super::refuse_output_that_is_an_input(h, &[db])?;
+    }
     let s = summary_data(db, opts.top)?;
     if let Some(h) = &opts.html {
-        super::html::write_report(&s, h)?;
+        super::html::write_report(&s, db, h)?;
     }
     if opts.json {
         serde_json::to_writer_pretty(&mut *out, &s.to_json())?;

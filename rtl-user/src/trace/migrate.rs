@@ -452,18 +452,32 @@ pub fn migrate(conn: &Connection) -> Result<MigrateReport> {
 /// Checks the first bytes and the size of a file before SQLite opens it, for clear errors:
 /// not SQLite at all, or truncated (shorter than its header says).
 pub fn check_file(path: &std::path::Path) -> Result<()> {
-    use std::io::Read;
-    let name = path.display();
+    let name = path.display().to_string();
     let meta = std::fs::metadata(path).with_context(|| format!("{name}: cannot open the trace"))?;
     if meta.is_dir() {
         bail!("{name}: is a directory, not a trace file");
     }
-    let mut header = [0u8; 100];
     let mut f =
         std::fs::File::open(path).with_context(|| format!("{name}: cannot open the trace"))?;
-    let n = f
-        .read(&mut header)
-        .with_context(|| format!("{name}: cannot read"))?;
+    let wal = std::path::PathBuf::from(format!("{}-wal", path.display()));
+    check_header(&name, &mut f, meta.len(), wal.exists())
+}
+
+/// [`check_file`] on a file already open (read from its start): `len` is its size, `has_wal`
+/// whether a write-ahead log beside it may hold the rest of a short file.
+pub fn check_header(name: &str, f: &mut std::fs::File, len: u64, has_wal: bool) -> Result<()> {
+    use std::io::{Read, Seek};
+    let mut header = [0u8; 100];
+    f.seek(std::io::SeekFrom::Start(0)).with_context(|| format!("{name}: cannot read"))?;
+    let mut n = 0;
+    while n < header.len() {
+        match f.read(&mut header[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e).with_context(|| format!("{name}: cannot read")),
+        }
+    }
     if n == 0 {
         bail!("{name}: empty file, not a trace");
     }
@@ -483,11 +497,9 @@ pub fn check_file(path: &std::path::Path) -> Result<()> {
     if pages > 0 && change == valid_for {
         let want = pages * page_size;
         // A WAL file next to it may hold the rest; only complain when there is none.
-        let wal = std::path::PathBuf::from(format!("{}-wal", path.display()));
-        if meta.len() < want && !wal.exists() {
+        if len < want && !has_wal {
             bail!(
-                "{name}: truncated SQLite file: its header says {pages} pages of {page_size} bytes ({want} bytes) but the file has {} bytes",
-                meta.len()
+                "{name}: truncated SQLite file: its header says {pages} pages of {page_size} bytes ({want} bytes) but the file has {len} bytes"
             );
         }
     }

@@ -17,8 +17,10 @@ pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
 }
 
+/// The binary under test: this build's, or the one `RTL_EBPF_UNDER_TEST` names (to run a
+/// regression test against the code before its fix, as docs/reliability.md reports).
 pub fn rtl() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_rtl-ebpf"))
+    std::env::var_os("RTL_EBPF_UNDER_TEST").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_rtl-ebpf")))
 }
 
 pub fn workload(name: &str) -> PathBuf {
