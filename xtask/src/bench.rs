@@ -110,7 +110,7 @@ extern "C" {
 }
 
 fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v.sort_by(f64::total_cmp);
     v[v.len() / 2]
 }
 
@@ -352,10 +352,12 @@ fn time_until_unloaded(since: Instant, limit: Duration) -> Result<f64> {
     bail!("rtl-ebpf's programs were still loaded {} s after SIGINT", limit.as_secs())
 }
 
-fn tracer(db: &Path, links: &str) -> Command {
+/// `attach --pid` of a process that maps Debian's libamdhip64 and nothing else of interest:
+/// the default set on exactly that library.
+fn tracer(db: &Path, links: &str, pid: u32) -> Command {
     let mut c = Command::new(bin());
     c.env("RTL_EBPF_LINKS", links);
-    c.args(["--all", "--quiet", "--force", "--gpu", "none", "--lib", HIP, "-o"]).arg(db);
+    c.args(["attach", "--pid", &pid.to_string(), "--quiet", "--force", "--gpu", "none", "-o"]).arg(db);
     c
 }
 
@@ -364,6 +366,14 @@ fn lifecycle() -> Result<()> {
     std::fs::create_dir_all(&dir)?;
     let (a, b) = (dir.join("lifecycle-a.db"), dir.join("lifecycle-b.db"));
     let limit = Duration::from_secs(300);
+    // The traced process: hot_loop waiting for SIGUSR1 (then one call, and it exits).
+    let mut target = Command::new(hot_loop())
+        .args(["--api", "getdevicecount", "--calls", "1", "--wait-signal"])
+        .stdout(Stdio::null())
+        .spawn()
+        .context("starting hot_loop")?;
+    let pid = target.id();
+    std::thread::sleep(Duration::from_millis(500));
     // The per-probe fallback is measured for comparison, with fewer rounds: each of its
     // detaches keeps the kernel busy for ~40 s.
     for (links, rounds, runs) in [("uprobe_multi", 5, 10), ("perf_event", 2, 3)] {
@@ -371,7 +381,7 @@ fn lifecycle() -> Result<()> {
         // Attach, uncontended: median of `rounds`.
         let (mut attach, mut probes_only, mut detach, mut detach_wall) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for _ in 0..rounds {
-            let mut c = start_until(tracer(&a, links), "functions probed", false)?;
+            let mut c = start_until(tracer(&a, links, pid), "functions probed", false)?;
             let t = Instant::now();
             stop(&mut c)?;
             detach_wall.push(time_until_unloaded(t, limit)?);
@@ -383,10 +393,10 @@ fn lifecycle() -> Result<()> {
         // A second session's attach while the first detaches.
         let mut contended = Vec::new();
         for _ in 0..rounds.min(3) {
-            let mut first = start_until(tracer(&a, links), "functions probed", false)?;
+            let mut first = start_until(tracer(&a, links, pid), "functions probed", false)?;
             // SAFETY: signalling our own child; the second starts while the first detaches.
             unsafe { libc_kill(first.id() as i32, 2) };
-            let mut second = start_until(tracer(&b, links), "functions probed", false)?;
+            let mut second = start_until(tracer(&b, links, pid), "functions probed", false)?;
             stop(&mut second)?;
             stop(&mut first)?;
             contended.push(meta(&b, "attach_ms")?.parse::<f64>().unwrap_or(f64::NAN));
@@ -414,7 +424,7 @@ fn lifecycle() -> Result<()> {
         let ten = t.elapsed().as_secs_f64();
         let settle = time_until_unloaded(Instant::now(), limit)?;
         let (am, dm, dw, cm) = (median(&mut attach), median(&mut detach), median(&mut detach_wall), median(&mut contended));
-        println!("lifecycle ({links} links), default API set on {HIP} ({probes} functions, entry + return):");
+        println!("lifecycle ({links} links), `attach --pid` with the default API set on {HIP} ({probes} functions, entry + return):");
         println!("  attach, median of {rounds}                                   {am:>8.1} ms   (target <= 50; start -> probes in place: BTF, maps, programs, links)");
         println!("    of which attaching the probes (links), median of {rounds}  {:>8.1} ms", median(&mut probes_only));
         println!("  detach in the collector (detach_ms), median of {rounds}      {dm:>8} ms", dm = if dm.is_nan() { "background".to_string() } else { format!("{dm:.1}") });
@@ -422,6 +432,9 @@ fn lifecycle() -> Result<()> {
         println!("  second session's attach during the first's detach     {cm:>8.1} ms   (median of {}; {:.2}x uncontended, target <= 2x)", rounds.min(3), cm / am);
         println!("  {runs} back-to-back `run` traces of {calls} calls, all complete {ten:>8.2} s   (+{settle:.1} s until the kernel removed the last probes)");
     }
+    // SAFETY: signalling our own child.
+    unsafe { libc_kill(pid as i32, 10) };
+    let _ = target.wait();
     for f in [a, b] {
         let _ = std::fs::remove_file(f);
     }
