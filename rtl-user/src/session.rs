@@ -146,7 +146,7 @@ pub fn run(mode: Mode, opts: &TraceOpts) -> Result<Outcome> {
             libs.extend(
                 library::installed_for(opts.runtime, None, &opts.libs, None)
                     .into_iter()
-                    .filter(|l| opts.libs.iter().any(|p| *p == l.path)),
+                    .filter(|l| opts.libs.contains(&l.path)),
             );
         }
         Mode::All => {
@@ -457,6 +457,7 @@ fn attach_one(probes: &mut Probes, lib: &LibraryFile, msgs: &mut Vec<WriterMsg>)
     }
 }
 
+#[allow(clippy::too_many_arguments)] // the session parts it drives; see ARCHITECTURE.md
 async fn event_loop(
     probes: &mut Probes,
     spool: &mut Spool,

@@ -98,7 +98,7 @@ impl CallPairer {
             out.push(Call { open, end: ts, ret: None, out: None, status: CallStatus::Unmatched });
         }
         let open = stack.pop().expect("pos < len");
-        out.push(Call { open, end: ts.max(0), ret: Some(ret), out: outv, status: CallStatus::Complete });
+        out.push(Call { open, end: ts, ret: Some(ret), out: outv, status: CallStatus::Complete });
         if stack.is_empty() {
             self.stacks.remove(&pid_tgid);
         }

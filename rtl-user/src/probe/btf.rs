@@ -166,7 +166,7 @@ impl Btf {
             bits += m.bit_offset as u64;
             id = self.resolve(m.type_id);
         }
-        if bits % 8 != 0 {
+        if !bits.is_multiple_of(8) {
             bail!("{strukt}.{path} is a bitfield");
         }
         Ok(bits / 8)
