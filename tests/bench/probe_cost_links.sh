@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Probe cost per call by link kind, without bpftrace: ns per call of hipBenchTarget (probe_driver,
+# pinned to CPU 0) with no probe, and under rtl-ebpf (--all --apis hipBenchTarget, on CPU 1) with
+# uprobe_multi links and with per-probe perf-event links, interleaved ROUNDS times; plus the
+# in-kernel program time (kernel.bpf_stats_enabled). Needs root, a built rtl-ebpf and the bench
+# target (cargo xtask bench probe-cost builds target/bench/{librtlbench.so,probe_driver}).
+#   RTL=target/release/rtl-ebpf BENCH=target/bench ROUNDS=5 bash tests/bench/probe_cost_links.sh
+set -euo pipefail
+RTL=${RTL:-target/release/rtl-ebpf}
+BENCH=${BENCH:-target/bench}
+ROUNDS=${ROUNDS:-5}
+CALLS=${CALLS:-300000}
+sysctl -q -w kernel.bpf_stats_enabled=1
+ns() { taskset -c 0 "$BENCH/probe_driver" "$CALLS" | grep -o '"ns_per_call":[0-9.]*' | cut -d: -f2; }
+have_bpftool() { command -v bpftool >/dev/null; }
+max_id() { if have_bpftool; then bpftool -j prog show | python3 -c 'import json,sys; print(max([p["id"] for p in json.load(sys.stdin)]+[0]))'; else echo 0; fi; }
+prog_ns() { # entry+return program ns per call for programs with id > $1 ("-" without bpftool)
+  have_bpftool || { echo -; return; }
+  bpftool -j prog show | python3 -c '
+import json,sys
+mx=int(sys.argv[1]); t=n=0
+for p in json.load(sys.stdin):
+    if p["id"]>mx and p.get("name") in ("api_enter","api_exit","api_enter_single","api_exit_single") and p.get("run_cnt",0)>0:
+        t+=p["run_time_ns"]; n+=p["run_cnt"]
+print("%.1f" % (2*t/max(n,1)))' "$1"; }
+traced() {
+  local links=$1 before
+  before=$(max_id)
+  RTL_EBPF_LINKS=$links taskset -c 1 "$RTL" --all --quiet --gpu none --apis hipBenchTarget --lib "$BENCH/librtlbench.so" \
+    -o /tmp/probe_cost_links.db --force 2>/tmp/probe_cost_links.err &
+  local p=$!
+  for _ in $(seq 300); do grep -q "functions probed" /tmp/probe_cost_links.err && break; sleep 0.1; done
+  sleep 0.3
+  local w; w=$(ns)
+  echo "$w $(prog_ns "$before")"
+  kill -INT $p; wait $p || true
+  # the perf-event fallback removes its probes in the background: wait for them to go
+  # (without bpftool: until no rtl-ebpf process, the background remover included, is left)
+  for _ in $(seq 600); do
+    if have_bpftool; then bpftool prog show | grep -q "name api_e" || break; else pgrep -x rtl-ebpf >/dev/null || break; fi
+    sleep 0.1
+  done
+}
+printf "%-6s %12s %14s %14s %10s %10s\n" round none_ns multi_ns perf_ns multi_prog perf_prog
+for r in $(seq "$ROUNDS"); do
+  n=$(ns); read -r m mp < <(traced uprobe_multi); read -r p pp < <(traced perf_event)
+  printf "%-6s %12s %14s %14s %10s %10s\n" "$r" "$n" "$m" "$p" "$mp" "$pp"
+done
