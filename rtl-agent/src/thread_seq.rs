@@ -11,16 +11,40 @@
 
 use std::cell::UnsafeCell;
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicU16, Ordering::*};
 
 /// (thread, API) pairs counted at most.
 pub const MAX_KEYS: usize = 1 << 16;
 
+/// Keys are a 64-bit hash already (the profiler's thread id) and a small string id: one
+/// multiply mixes them (SipHash costs more than the rest of the numbering).
+#[derive(Default)]
+struct KeyHasher(u64);
+impl Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(b as u64);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    fn write_u32(&mut self, v: u32) {
+        self.write_u64(v as u64);
+    }
+}
+
+type Map = HashMap<(u64, u32), u64, BuildHasherDefault<KeyHasher>>;
+
 struct Table {
     busy: AtomicBool,
     /// Set in a forked child: clear the table before the next use.
     stale: AtomicBool,
-    map: UnsafeCell<Option<HashMap<(u64, u32), u64>>>,
+    map: UnsafeCell<Option<Map>>,
 }
 
 // SAFETY: `map` is only touched while `busy` is held (acquire/release).
@@ -42,7 +66,7 @@ pub fn next(thread_id: u64, api_name_id: u32) -> Option<u64> {
     }
     // SAFETY: `busy` is held.
     let map = unsafe { &mut *TABLE.map.get() };
-    let map = map.get_or_insert_with(HashMap::new);
+    let map = map.get_or_insert_with(Map::default);
     if TABLE.stale.swap(false, Relaxed) {
         map.clear();
     }

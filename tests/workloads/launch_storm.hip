@@ -1,12 +1,14 @@
 // launch_storm: the launch loops real HIP programs run, back to back, from several threads.
 // Usage: launch_storm [--threads T=4] [--rounds R=20] [--forks F=1] [--graph-nodes G=64]
 //                     [--graph-replays P=10] [--gap-ns N=0] [--bytes B=4096] [--waves W=1]
+//                     [--streams S=1]
 //
 // Each process (the parent and F children forked before any HIP call) runs T threads; each
 // thread makes its own stream and buffers, then R rounds of
 //     hipMemcpyAsync H2D, kernel A (hipLaunchKernel), kernel B (<<<>>>), hipMemcpyAsync D2H
 // on its stream with nothing but a busy wait of N ns between calls, then one
-// hipStreamSynchronize. With W > 1 the T threads run W times one wave after another (glibc
+// hipStreamSynchronize. With S=2 kernel B goes to a second stream of the thread (so, with a long
+// kernel A, B finishes first and its record can complete before A's). With W > 1 the T threads run W times one wave after another (glibc
 // reuses an exited thread's stack and TCB, so a later thread often has the same pthread_self,
 // hence the same HIP profiler thread id, under a new OS tid). After joining its threads the main
 // thread captures a graph of G kernel
@@ -41,7 +43,7 @@ extern "C" __global__ void storm_b(float *x, int n)
         x[i] = x[i] > 0.0f ? x[i] : 0.0f;
 }
 
-static long long T = 4, R = 20, F = 1, G = 64, P = 10, GAP = 0, B = 4096, W = 1;
+static long long T = 4, R = 20, F = 1, G = 64, P = 10, GAP = 0, B = 4096, W = 1, S = 1;
 
 static inline void gap()
 {
@@ -66,7 +68,7 @@ static void *worker(void *p)
 {
     const int t = (int)(intptr_t)p;
     wl_set_thread(t);
-    hipStream_t s = nullptr;
+    hipStream_t s = nullptr, s2 = nullptr;
     float *d = nullptr;
     float *h = nullptr;
     const int n = (int)(B / sizeof(float));
@@ -76,6 +78,10 @@ static void *worker(void *p)
     const bool ok = hipSetDevice(0) == hipSuccess;
     set++;
     hipStreamCreate(&s), sc++;
+    if (S > 1)
+        hipStreamCreate(&s2), sc++;
+    else
+        s2 = s;
     hipMalloc((void **)&d, (size_t)B), ma++;
     hipHostMalloc((void **)&h, (size_t)B, 0), hm++;
     if (h)
@@ -89,14 +95,18 @@ static void *worker(void *p)
         gap();
         hipLaunchKernel(reinterpret_cast<const void *>(&storm_a), grid, block, args, 0, s), la++;
         gap();
-        storm_b<<<grid, block, 0, s>>>(d, n), push++, pop += ok, la += ok;
+        storm_b<<<grid, block, 0, s2>>>(d, n), push++, pop += ok, la += ok;
         gap();
         hipMemcpyAsync(h, d, (size_t)B, hipMemcpyDeviceToHost, s), mc++;
     }
     hipStreamSynchronize(s), ss++;
+    if (S > 1)
+        hipStreamSynchronize(s2), ss++;
     hipFree(d), fr++;
     hipHostFree(h), hf++;
     hipStreamDestroy(s), sd++;
+    if (S > 1)
+        hipStreamDestroy(s2), sd++;
     emit("hipSetDevice", set);
     emit("hipStreamCreate", sc);
     emit("hipMalloc", ma);
@@ -178,13 +188,14 @@ int main(int argc, char **argv)
         if (wl_opt_int(argc, argv, &i, "--threads", &T) || wl_opt_int(argc, argv, &i, "--rounds", &R) ||
             wl_opt_int(argc, argv, &i, "--forks", &F) || wl_opt_int(argc, argv, &i, "--graph-nodes", &G) ||
             wl_opt_int(argc, argv, &i, "--graph-replays", &P) || wl_opt_int(argc, argv, &i, "--gap-ns", &GAP) ||
-            wl_opt_int(argc, argv, &i, "--bytes", &B) || wl_opt_int(argc, argv, &i, "--waves", &W))
+            wl_opt_int(argc, argv, &i, "--bytes", &B) || wl_opt_int(argc, argv, &i, "--waves", &W) ||
+            wl_opt_int(argc, argv, &i, "--streams", &S))
             continue;
         fprintf(stderr, "usage: launch_storm [--threads T=4] [--rounds R=20] [--forks F=1] [--graph-nodes G=64] "
-                        "[--graph-replays P=10] [--gap-ns N=0] [--bytes B=4096] [--waves W=1]\n");
+                        "[--graph-replays P=10] [--gap-ns N=0] [--bytes B=4096] [--waves W=1] [--streams S=1]\n");
         return 2;
     }
-    if (T < 1 || R < 0 || F < 0 || G < 0 || P < 0 || GAP < 0 || B < 16 || W < 1)
+    if (T < 1 || R < 0 || F < 0 || G < 0 || P < 0 || GAP < 0 || B < 16 || W < 1 || S < 1 || S > 2)
         wl_die("bad counts");
     // Children are forked before any HIP call (what ROCm supports), and run the same work.
     std::vector<pid_t> kids;

@@ -28,7 +28,8 @@
 //! A record waits (bounded) while its call may still be open, while its events may still be in
 //! flight in the ring buffer, or while its lane's numbering is undecided.
 
-use std::collections::{HashMap, VecDeque};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::sync::Arc;
 
 use rtl_common::agent::{self, ClockDomain, GpuOp, OpKind, Record, Source, Status};
@@ -41,8 +42,9 @@ use super::thread_hash::profiler_thread_id;
 const MAX_CALLS_PER_PID: usize = 1 << 20;
 /// How long a call stays matchable after it returned (trace clock).
 const KEEP_NS: u64 = 30_000_000_000;
-/// Operations waiting for their call (its return not seen yet).
-const MAX_PENDING: usize = 1 << 18;
+/// Operations waiting (for their call's return, for the trace to catch up, for their lane's
+/// numbering), all queues together; beyond it the oldest is decided as things stand.
+const MAX_PENDING: usize = 1 << 20;
 /// Slack on time containment, beyond the clock-sync uncertainty (ns).
 const SLACK_NS: u64 = 2_000;
 /// A pending operation older than this (trace clock) is given up on.
@@ -147,9 +149,54 @@ impl Process {
     }
 }
 
+/// An op waiting: its process, the op, and when it arrived (trace clock).
+type Waiter = (u32, GpuOp, u64);
+
+/// An op whose record may only be placed in its lane from `at` on (see READY_NS).
+struct Unready {
+    at: u64,
+    n: u64,
+    w: Waiter,
+}
+impl PartialEq for Unready {
+    fn eq(&self, o: &Self) -> bool {
+        (self.at, self.n) == (o.at, o.n)
+    }
+}
+impl Eq for Unready {}
+impl PartialOrd for Unready {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Unready {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        (self.at, self.n).cmp(&(o.at, o.n))
+    }
+}
+
+/// What became of one try.
+enum Try {
+    Done,
+    /// Retry on the next pass (its call may still be open).
+    Later,
+    /// Not before this trace time.
+    NotBefore(u64),
+    /// Its record waits for its lane's numbering: parked until decided (or given up on).
+    Parked,
+}
+
 pub struct GpuJoiner {
     procs: HashMap<u32, Process>,
-    pending: VecDeque<(u32, GpuOp, u64)>,
+    /// Retried on every pass.
+    pending: VecDeque<Waiter>,
+    /// Retried when their time comes.
+    unready: BinaryHeap<Reverse<Unready>>,
+    unready_n: u64,
+    /// Ops of records waiting in a lane, by (pid, record index): emitted when the lane decides
+    /// them, given up on in arrival order.
+    parked: HashMap<(u32, u64), Vec<Waiter>>,
+    parked_order: VecDeque<(u64, u32, u64)>,
     /// The collector's own realtime - monotonic, for processes that sent no clock reading.
     fallback_offset: i64,
     /// When probes were last attached (an anchor before it may predate the lanes' first calls).
@@ -166,6 +213,10 @@ impl GpuJoiner {
         Self {
             procs: HashMap::new(),
             pending: VecDeque::new(),
+            unready: BinaryHeap::new(),
+            unready_n: 0,
+            parked: HashMap::new(),
+            parked_order: VecDeque::new(),
             fallback_offset,
             probes_since: 0,
             now: 0,
@@ -287,15 +338,50 @@ impl GpuJoiner {
                 }
                 Record::GpuOp(op) => {
                     self.stats.ops += 1;
-                    if !self.try_link(pid, &op, next_id, out, false, false) {
-                        if self.pending.len() >= MAX_PENDING {
-                            if let Some((p, o, _)) = self.pending.pop_front() {
-                                self.try_link(p, &o, next_id, out, true, true);
-                            }
-                        }
-                        self.pending.push_back((pid, op, self.now));
-                    }
+                    let w = (pid, op, self.now);
+                    let t = self.try_link(&w, next_id, out, false, false);
+                    self.wait(w, t);
+                    self.bound(next_id, out);
                 }
+            }
+        }
+    }
+
+    /// Puts an op that has to wait where it waits.
+    fn wait(&mut self, w: Waiter, t: Try) {
+        match t {
+            Try::Done => {}
+            Try::Later => self.pending.push_back(w),
+            Try::NotBefore(at) => {
+                self.unready_n += 1;
+                self.unready.push(Reverse(Unready { at, n: self.unready_n, w }));
+            }
+            Try::Parked => {
+                let key = (w.0, w.1.record_index);
+                let e = self.parked.entry(key).or_default();
+                if e.is_empty() {
+                    self.parked_order.push_back((w.2, key.0, key.1));
+                }
+                e.push(w);
+            }
+        }
+    }
+
+    fn waiting(&self) -> usize {
+        self.pending.len() + self.unready.len() + self.parked_order.len()
+    }
+
+    /// Keeps the waiting ops bounded: the oldest is decided as things stand.
+    fn bound(&mut self, next_id: &mut dyn FnMut() -> i64, out: &mut Vec<Row>) {
+        while self.waiting() > MAX_PENDING {
+            if let Some(w) = self.pending.pop_front() {
+                self.try_link(&w, next_id, out, true, true);
+            } else if let Some(Reverse(u)) = self.unready.pop() {
+                self.try_link(&u.w, next_id, out, true, true);
+            } else if let Some((_, pid, rec)) = self.parked_order.pop_front() {
+                self.give_up_parked(pid, rec, next_id, out);
+            } else {
+                break;
             }
         }
     }
@@ -306,15 +392,78 @@ impl GpuJoiner {
         self.advance(now);
         let passes: &[bool] = if finish { &[false, true] } else { &[false] };
         for &last in passes {
+            // Ops whose time came (all of them at the end).
+            while self.unready.peek().is_some_and(|u| finish || u.0.at <= self.now) {
+                let Some(Reverse(u)) = self.unready.pop() else { break };
+                let give_up = last || self.now.saturating_sub(u.w.2) > PENDING_GIVE_UP_NS;
+                let t = self.try_link(&u.w, next_id, out, finish, give_up);
+                self.wait(u.w, t);
+            }
             let n = self.pending.len();
             for _ in 0..n {
-                let Some((pid, op, seen)) = self.pending.pop_front() else { break };
-                let give_up = last || self.now.saturating_sub(seen) > PENDING_GIVE_UP_NS;
-                if !self.try_link(pid, &op, next_id, out, finish, give_up) {
-                    self.pending.push_back((pid, op, seen));
+                let Some(w) = self.pending.pop_front() else { break };
+                let give_up = last || self.now.saturating_sub(w.2) > PENDING_GIVE_UP_NS;
+                let t = self.try_link(&w, next_id, out, finish, give_up);
+                self.wait(w, t);
+            }
+            // Records whose lane never decided them: by time alone.
+            while let Some(&(seen, pid, rec)) = self.parked_order.front() {
+                if !(last || self.now.saturating_sub(seen) > PENDING_GIVE_UP_NS) {
+                    break;
+                }
+                self.parked_order.pop_front();
+                self.give_up_parked(pid, rec, next_id, out);
+            }
+        }
+    }
+
+    /// A parked record's lane did not decide it in time: decided by time within the lane.
+    fn give_up_parked(&mut self, pid: u32, rec: u64, next_id: &mut dyn FnMut() -> i64, out: &mut Vec<Row>) {
+        let Some(ws) = self.parked.remove(&(pid, rec)) else { return };
+        let Some(first) = ws.first() else { return };
+        let op = first.1;
+        let (cs, ce, tol) = self.cpu_window(pid, &op);
+        let d = match self.procs.get_mut(&pid) {
+            Some(p) => {
+                let name = p.strings.get(&op.api_name_id).cloned();
+                let d = match name.and_then(|n| p.lanes.get_mut(&(op.thread_id, n))) {
+                    Some(lane) => {
+                        lane.forget_waiting(rec);
+                        by_time_in(lane, rec, cs, ce, tol)
+                    }
+                    None => Decision::Unlinked(LinkKind::UnlinkedNoCall),
+                };
+                p.remember(rec, d);
+                d
+            }
+            None => Decision::Unlinked(LinkKind::UnlinkedNoThread),
+        };
+        for w in ws {
+            self.emit(pid, &w.1, d, cs, ce, next_id, out);
+        }
+    }
+
+    /// Emits the parked ops of records a lane just decided.
+    fn release(&mut self, pid: u32, decided: &[(u64, Decision)], next_id: &mut dyn FnMut() -> i64, out: &mut Vec<Row>) {
+        for &(rec, d) in decided {
+            if let Some(ws) = self.parked.remove(&(pid, rec)) {
+                for w in ws {
+                    let (cs, ce, _) = self.cpu_window(pid, &w.1);
+                    self.emit(pid, &w.1, d, cs, ce, next_id, out);
                 }
             }
         }
+    }
+
+    /// The profiler's timing of the op's call on the trace clock, and the tolerance.
+    fn cpu_window(&self, pid: u32, op: &GpuOp) -> (u64, u64, u64) {
+        // HSA ops carry the submission instant instead (inside the launching call, same thread,
+        // CLOCK_MONOTONIC = the probes' clock): contained without slack, or a call that starts
+        // right after the launch returned would make it ambiguous.
+        let submit = op.flags & agent::OP_SUBMIT_TIME != 0;
+        let (cs, ce) = (self.to_trace_clock(pid, op.cpu_clock, op.cpu_start_ns), self.to_trace_clock(pid, op.cpu_clock, op.cpu_end_ns));
+        let tol = if submit && op.flags & agent::OP_HAS_CPU_TIMES == 0 { 0 } else { self.offset(pid).1 + SLACK_NS };
+        (cs, ce, tol)
     }
 
     fn offset(&self, pid: u32) -> (i64, u64) {
@@ -329,21 +478,20 @@ impl GpuJoiner {
         }
     }
 
-    /// Links (or, if `give_up`, writes unlinked) one operation. Returns false if it should wait.
+    /// Links (or, if `give_up`, writes unlinked) one operation; says how it waits otherwise.
     /// `all_in`: every event of the trace has been seen.
-    fn try_link(&mut self, pid: u32, op: &GpuOp, next_id: &mut dyn FnMut() -> i64, out: &mut Vec<Row>, all_in: bool, give_up: bool) -> bool {
-        // HSA ops carry the submission instant instead (inside the launching call, same thread,
-        // CLOCK_MONOTONIC = the probes' clock): contained without slack, or a call that starts
-        // right after the launch returned would make it ambiguous.
-        let submit = op.flags & agent::OP_SUBMIT_TIME != 0;
-        let (cs, ce) = (self.to_trace_clock(pid, op.cpu_clock, op.cpu_start_ns), self.to_trace_clock(pid, op.cpu_clock, op.cpu_end_ns));
-        let tol = if submit && op.flags & agent::OP_HAS_CPU_TIMES == 0 { 0 } else { self.offset(pid).1 + SLACK_NS };
+    fn try_link(&mut self, w: &Waiter, next_id: &mut dyn FnMut() -> i64, out: &mut Vec<Row>, all_in: bool, give_up: bool) -> Try {
+        let (pid, op) = (w.0, &w.1);
+        let (cs, ce, tol) = self.cpu_window(pid, op);
         // CLR and CUPTI ops name their API record (record index / correlation id); HSA ops do not.
         let identity = matches!(Source::from_u8(op.source), Some(Source::Clr | Source::Cupti)) && op.flags & agent::OP_HAS_CPU_TIMES != 0;
         if identity {
             if let Some(&d) = self.procs.get(&pid).and_then(|p| p.decided.get(&op.record_index)) {
                 self.emit(pid, op, d, cs, ce, next_id, out);
-                return true;
+                return Try::Done;
+            }
+            if !give_up && self.parked.contains_key(&(pid, op.record_index)) {
+                return Try::Parked; // the record's other ops wait in its lane already
             }
         }
         let by_number = op.source == Source::Clr as u8
@@ -351,40 +499,50 @@ impl GpuJoiner {
                 == agent::OP_HAS_THREAD_SEQ | agent::OP_HAS_THREAD_HASH | agent::OP_HAS_CPU_TIMES
             && self.procs.get(&pid).is_some_and(|p| !p.lanes.is_empty() && !p.lanes_full && p.strings.contains_key(&op.api_name_id));
         let decision = if by_number {
-            self.decide_by_number(pid, op, cs, ce, tol, all_in, give_up)
+            // Every call of the thread that entered before the record's call ended must be in.
+            let ready = ce.saturating_add(READY_NS);
+            if !(all_in || give_up || self.now >= ready) {
+                return Try::NotBefore(ready);
+            }
+            let (mine, others) = self.decide_by_number(pid, op, cs, ce, tol, give_up);
+            self.release(pid, &others, next_id, out);
+            match mine {
+                Some(d) => d,
+                None => return Try::Parked,
+            }
         } else {
-            self.decide_by_time(pid, op, cs, ce, tol, identity, give_up)
+            match self.decide_by_time(pid, op, cs, ce, tol, identity, give_up) {
+                Some(d) => d,
+                None => return Try::Later,
+            }
         };
-        let Some(d) = decision else { return false };
         if identity {
             if let Some(p) = self.procs.get_mut(&pid) {
-                p.remember(op.record_index, d);
+                p.remember(op.record_index, decision);
             }
         }
-        self.emit(pid, op, d, cs, ce, next_id, out);
-        true
+        self.emit(pid, op, decision, cs, ce, next_id, out);
+        Try::Done
     }
 
-    /// The sequence join (see [`super::sequence`]); None: wait.
-    #[allow(clippy::too_many_arguments)]
-    fn decide_by_number(&mut self, pid: u32, op: &GpuOp, cs: u64, ce: u64, tol: u64, all_in: bool, give_up: bool) -> Option<Decision> {
-        if !(all_in || give_up || self.now >= ce.saturating_add(READY_NS)) {
-            return None;
-        }
+    /// The sequence join (see [`super::sequence`]): this record's decision (None: it waits in
+    /// its lane) and those of other records of the lane it settled.
+    fn decide_by_number(&mut self, pid: u32, op: &GpuOp, cs: u64, ce: u64, tol: u64, give_up: bool) -> (Option<Decision>, Vec<(u64, Decision)>) {
         let probes_since = self.probes_since;
-        let p = self.procs.get_mut(&pid)?;
-        let name = p.strings.get(&op.api_name_id)?.clone();
+        let Some(p) = self.procs.get_mut(&pid) else { return (Some(Decision::Unlinked(LinkKind::UnlinkedNoThread)), Vec::new()) };
+        let Some(name) = p.strings.get(&op.api_name_id).cloned() else { return (Some(Decision::Unlinked(LinkKind::UnlinkedNoCall)), Vec::new()) };
         let anchor = p.anchor.filter(|&(lo, _)| lo > probes_since);
         let seen_thread = p.progress.contains_key(&op.thread_id);
         let Some(lane) = p.lanes.get_mut(&(op.thread_id, name)) else {
             // Every call of the thread that entered before the record's call ended is in: the
             // call was not traced (or the thread never was).
-            return Some(Decision::Unlinked(if seen_thread { LinkKind::UnlinkedNoCall } else { LinkKind::UnlinkedNoThread }));
+            let why = if seen_thread { LinkKind::UnlinkedNoCall } else { LinkKind::UnlinkedNoThread };
+            return (Some(Decision::Unlinked(why)), Vec::new());
         };
         let q = Query { record: op.record_index, seq: op.thread_seq, epoch: op.seq_epoch, cs, ce, tol };
         let placement = lane.place(&q, anchor, &mut self.stats.sequence);
-        let orphans = lane.take_orphans();
-        let mut decided: Vec<(u64, Decision)> = orphans
+        let mut decided: Vec<(u64, Decision)> = lane
+            .take_orphans()
             .into_iter()
             .filter(|w| w.record != op.record_index)
             .map(|w| (w.record, by_time_in(lane, w.record, w.cs, w.ce, w.tol)))
@@ -399,12 +557,13 @@ impl GpuJoiner {
                 Some(by_time_in(lane, op.record_index, cs, ce, tol))
             }
             Placement::Open => None,
+            Placement::Broken => Some(by_time_in(lane, op.record_index, cs, ce, tol)),
             Placement::NoWindow => Some(Decision::Unlinked(LinkKind::UnlinkedNoCall)),
         };
-        for (r, d) in decided {
+        for &(r, d) in &decided {
             p.remember(r, d);
         }
-        mine
+        (mine, decided)
     }
 
     /// The time join; None: wait.

@@ -26,7 +26,7 @@
 //! segment starts. Each call is claimed by at most one record (a graph launch's nodes share
 //! their record), so two adjacent calls can never both take one record.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 
 use super::rows::LinkKind;
 
@@ -103,6 +103,8 @@ pub enum Placement {
     Open,
     /// No call of the lane fits the record's times.
     NoWindow,
+    /// The record contradicts its segment (a call lost on one side): decide it by time.
+    Broken,
 }
 
 /// Counters of the sequence join.
@@ -122,8 +124,8 @@ pub struct Lane {
     seg: Option<Segment>,
     /// The anchor was used (or can no longer be trusted for this lane).
     anchor_spent: bool,
-    /// Records of the current segment waiting for it to narrow to one offset.
-    pub waiting: Vec<Waiting>,
+    /// Records of the current segment waiting for it to narrow to one offset, by record index.
+    waiting: HashMap<u64, Waiting>,
     /// Records of a broken segment, not linked yet.
     orphans: Vec<Waiting>,
 }
@@ -256,25 +258,24 @@ impl Lane {
         };
         self.seg = Some(seg);
         let Some(d) = seg.off.single() else {
-            if !self.waiting.iter().any(|x| x.record == q.record) {
-                self.waiting.push(q.waiting());
-            }
+            self.waiting.insert(q.record, q.waiting());
             return Placement::Open;
         };
         let kind = if seg.by_anchor { LinkKind::Correlation } else { LinkKind::Sequence };
         let Some(id) = self.claim(q.record, q.seq as i64 + d) else {
             // The numbered call is gone or another record's: the offset is wrong from here on.
             stats.breaks += 1;
+            self.waiting.remove(&q.record);
             self.break_segment();
-            return Placement::Open;
+            return Placement::Broken;
         };
         let mut resolved = Vec::new();
-        for x in std::mem::take(&mut self.waiting) {
-            if x.record == q.record {
+        for (r, x) in std::mem::take(&mut self.waiting) {
+            if r == q.record {
                 continue;
             }
-            match self.claim(x.record, x.seq as i64 + d) {
-                Some(cid) => resolved.push((x.record, cid)),
+            match self.claim(r, x.seq as i64 + d) {
+                Some(cid) => resolved.push((r, cid)),
                 None => self.orphans.push(x),
             }
         }
@@ -285,7 +286,7 @@ impl Lane {
     fn break_segment(&mut self) {
         self.seg = None;
         self.anchor_spent = true;
-        self.orphans.append(&mut self.waiting);
+        self.orphans.extend(std::mem::take(&mut self.waiting).into_values());
     }
 
     /// Calls may have been lost: the current segment ends (not counted as a break).
@@ -314,7 +315,7 @@ impl Lane {
 
     /// Drops `record` from the waiting list (decided another way).
     pub fn forget_waiting(&mut self, record: u64) {
-        self.waiting.retain(|x| x.record != record);
+        self.waiting.remove(&record);
     }
 
     /// Time alone: the one unclaimed call consistent with `[cs, ce]`; `Err(n)`: n candidates.
