@@ -203,6 +203,7 @@ pub struct GpuJoiner {
     probes_since: u64,
     /// Newest event time the joiner has seen (trace clock).
     now: u64,
+    last_prune: u64,
     pub stats: GpuStats,
     /// Messages for the user (agent status), drained by the session.
     pub notices: Vec<String>,
@@ -220,6 +221,7 @@ impl GpuJoiner {
             fallback_offset,
             probes_since: 0,
             now: 0,
+            last_prune: 0,
             stats: GpuStats::default(),
             notices: Vec::new(),
         }
@@ -280,8 +282,30 @@ impl GpuJoiner {
         p.calls.push_back(call);
     }
 
+    /// The process exec'd: its calls, lanes and numbering are gone. Ops still waiting in its
+    /// lanes are kept and retried (then written unlinked); the new image's records may reuse
+    /// their record indices.
     pub fn forget_process(&mut self, pid: u32) {
         self.procs.remove(&pid);
+        let keys: Vec<(u32, u64)> = self.parked.keys().filter(|k| k.0 == pid).copied().collect();
+        for k in keys {
+            if let Some(ws) = self.parked.remove(&k) {
+                self.pending.extend(ws);
+            }
+        }
+        self.parked_order.retain(|&(_, p, _)| p != pid);
+    }
+
+    /// Forgets lane calls that returned more than KEEP_NS ago, in every lane (lanes of threads
+    /// that went quiet are not pruned by their own calls). Lanes themselves stay: their numbering
+    /// continues when the thread (or a thread reusing its id) calls again.
+    fn prune_lanes(&mut self) {
+        let before = self.now.saturating_sub(KEEP_NS);
+        for p in self.procs.values_mut() {
+            for l in p.lanes.values_mut() {
+                l.prune(before, MAX_LANE_CALLS);
+            }
+        }
     }
 
     /// One agent batch, published by process `pid` (as the probe saw it).
@@ -390,6 +414,10 @@ impl GpuJoiner {
     /// gives up on old ones, or on all at the end of the trace (`finish`: every event is in).
     pub fn retry_pending(&mut self, now: u64, finish: bool, next_id: &mut dyn FnMut() -> i64, out: &mut Vec<Row>) {
         self.advance(now);
+        if self.now.saturating_sub(self.last_prune) > 1_000_000_000 {
+            self.last_prune = self.now;
+            self.prune_lanes();
+        }
         let passes: &[bool] = if finish { &[false, true] } else { &[false] };
         for &last in passes {
             // Ops whose time came (all of them at the end).

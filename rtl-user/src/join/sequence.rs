@@ -121,6 +121,9 @@ pub struct Lane {
     calls: VecDeque<LaneCall>,
     /// Lane number of `calls[0]`.
     base: u64,
+    /// Latest start among the calls pruned (0: none): the anchor can only count calls before it
+    /// while every pruned call started before the anchor.
+    pruned_start: u64,
     seg: Option<Segment>,
     /// The anchor was used (or can no longer be trusted for this lane).
     anchor_spent: bool,
@@ -187,7 +190,9 @@ impl Lane {
             if !(old || self.calls.len() > max) {
                 break;
             }
-            self.calls.pop_front();
+            if let Some(c) = self.calls.pop_front() {
+                self.pruned_start = self.pruned_start.max(c.start);
+            }
             self.base += 1;
         }
     }
@@ -241,7 +246,8 @@ impl Lane {
             }
             None => {
                 // The lane's first segment: the anchor's range, when usable, with the window.
-                let a = anchor.filter(|_| q.epoch == 0 && !self.anchor_spent).map(|(lo, hi)| Offsets {
+                let pruned = self.pruned_start;
+                let a = anchor.filter(|&(lo, _)| q.epoch == 0 && !self.anchor_spent && (pruned == 0 || pruned < lo)).map(|(lo, hi)| Offsets {
                     lo: self.started_before(lo) as i64,
                     hi: self.started_by(hi) as i64,
                 });
