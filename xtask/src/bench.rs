@@ -46,7 +46,7 @@ pub fn run(rest: &[String]) -> Result<()> {
         collector()?;
     }
     if matches!(which, "all" | "join") {
-        cmd("cargo").args(["run", "--release", "-q", "-p", "rtl-user", "--example", "bench_join"]).current_dir(root()).run()?;
+        cmd("cargo").args(["run", "--release", "--ignore-rust-version", "-q", "-p", "rtl-user", "--example", "bench_join"]).current_dir(root()).run()?;
     }
     Ok(())
 }
