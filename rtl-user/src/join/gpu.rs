@@ -44,7 +44,7 @@ const MAX_CALLS_PER_PID: usize = 1 << 20;
 const KEEP_NS: u64 = 30_000_000_000;
 /// Operations waiting (for their call's return, for the trace to catch up, for their lane's
 /// numbering), all queues together; beyond it the oldest is decided as things stand.
-const MAX_PENDING: usize = 1 << 20;
+const MAX_PENDING: usize = 1 << 18;
 /// Slack on time containment, beyond the clock-sync uncertainty (ns).
 const SLACK_NS: u64 = 2_000;
 /// A pending operation older than this (trace clock) is given up on.
