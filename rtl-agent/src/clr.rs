@@ -171,7 +171,7 @@ pub const MAX_SPILL: u32 = 1 << 20;
 /// the CPU times (hip_profiler_ext.h); the collector gets the domain in every op.
 pub const GPU_CLOCK: ClockDomain = ClockDomain::Realtime;
 
-fn op_from(rec: &ApiRecord, g: &GpuActivity, version: u8, api_name_id: u32, record_index: u64, seq: Option<(u64, u16)>) -> Option<GpuOp> {
+fn op_from(rec: &ApiRecord, g: &GpuActivity, version: u8, api_name_id: u32, record_index: u64, seq: Seq) -> Option<GpuOp> {
     let raw = (g.flags & 7) as u8;
     let copy_kind = ((g.flags >> 4) & 0xf) as u8;
     let op = match raw {
@@ -266,6 +266,9 @@ unsafe fn complete(rec: &ApiRecord) -> bool {
     true
 }
 
+/// A record's number among its thread's records of the same API, and the numbering's epoch.
+pub type Seq = Option<(u64, u16)>;
+
 /// True for a record a forked child holds as a copy of its parent's (the call started before
 /// the fork): the parent publishes it.
 fn parents(r: &ApiRecord) -> bool {
@@ -278,7 +281,7 @@ fn parents(r: &ApiRecord) -> bool {
 ///
 /// # Safety
 /// `rec` points to a live 256-byte profiler record.
-pub unsafe fn number(rec: *const ApiRecord) -> Option<(u64, u16)> {
+pub unsafe fn number(rec: *const ApiRecord) -> Seq {
     let r: ApiRecord = std::ptr::read_unaligned(rec);
     if parents(&r) {
         return None;
@@ -293,7 +296,7 @@ pub unsafe fn number(rec: *const ApiRecord) -> Option<(u64, u16)> {
 ///
 /// # Safety
 /// `rec` points to a live 256-byte profiler record whose spill list and names are live.
-pub unsafe fn convert(rec: *const ApiRecord, version: u8, record_index: u64, seq: Option<(u64, u16)>, emit: &mut dyn FnMut(&GpuOp)) {
+pub unsafe fn convert(rec: *const ApiRecord, version: u8, record_index: u64, seq: Seq, emit: &mut dyn FnMut(&GpuOp)) {
     let r: ApiRecord = std::ptr::read_unaligned(rec);
     if parents(&r) {
         PARENT_RECORDS_SKIPPED.fetch_add(1, Relaxed);
@@ -370,7 +373,7 @@ pub struct DrainState {
     /// Records past the cursor that were not complete yet: (record_index, record address, its
     /// number). The runtime keeps records in place (until a v0 Reset, which waits for this to
     /// empty).
-    pub deferred: Vec<(u64, usize, Option<(u64, u16)>)>,
+    pub deferred: Vec<(u64, usize, Seq)>,
 }
 
 type GetRecordsFn = unsafe extern "C" fn(*mut *const c_void, *mut usize, *mut usize, *mut usize) -> HipError;

@@ -542,7 +542,7 @@ pub fn publish_queued(flags: u32) -> usize {
 /// [`publish_queued`], waiting at most `max_wait_ns` for the lock (None: not obtained).
 pub fn publish_queued_within(flags: u32, max_wait_ns: u64) -> Option<usize> {
     let b = buffers_if_ready()?;
-    if BATCH_SEQ.load(Relaxed) == 0 && b.queue.len() > 0 {
+    if BATCH_SEQ.load(Relaxed) == 0 && !b.queue.is_empty() {
         // The process's first batch says who it is (Info: the session's anchor) before its ops
         // (a forked child publishes its first meta batch late otherwise).
         publish_meta(0);

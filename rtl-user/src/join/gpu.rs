@@ -672,6 +672,7 @@ impl GpuJoiner {
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn emit(&mut self, pid: u32, op: &GpuOp, d: Decision, cs: u64, ce: u64, next_id: &mut dyn FnMut() -> i64, out: &mut Vec<Row>) {
         match d {
             Decision::Call(id, kind) => {
