@@ -181,8 +181,8 @@ impl Joiner {
     /// A call that can cause GPU work entered: its place in its thread's order (the GPU join).
     fn gpu_entered(&mut self, e: &rtl_common::ApiEnter, id: i64) {
         let api = e.hdr.api_id as usize;
-        let (Some(name), Some(&decode)) = (self.names.get(api), self.decodes.get(api)) else { return };
-        if causes_gpu_work(decode, name) {
+        let (Some(name), Some(spec)) = (self.names.get(api), self.specs.get(api)) else { return };
+        if spec.gpu_work {
             let pid = (e.hdr.pid_tgid >> 32) as u32;
             self.gpu.call_entered(pid, gpu::thread_hash_of(e.fsbase), name, id, e.hdr.ts_ns);
         }
