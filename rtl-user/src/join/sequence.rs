@@ -177,11 +177,6 @@ impl Lane {
         self.calls.is_empty()
     }
 
-    /// Start of the newest call (the thread's progress in this lane).
-    pub fn last_start(&self) -> Option<u64> {
-        self.calls.back().map(|c| c.start)
-    }
-
     /// Forgets calls that ended before `before` (they can no longer be claimed), and the oldest
     /// beyond `max` calls. Numbers stay.
     pub fn prune(&mut self, before: u64, max: usize) {
