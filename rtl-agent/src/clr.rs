@@ -11,6 +11,10 @@
 //! * Draining keeps a cursor (records already consumed) and iterates chunks with the guarded loop
 //!   [`chunk_ranges`]. A record whose GPU work has not finished yet (end time 0) stops the cursor
 //!   until a later drain (bounded by `MAX_STALLS`), so no op is published without its times.
+//! * Every record gets its per-thread, per-API number ([`crate::thread_seq`]) when the agent
+//!   first passes it in record order, even when its ops are published later (deferred).
+//! * [`start`] brackets `hipProfilerEnableExt` with CLOCK_MONOTONIC reads: the session's anchor
+//!   (`Info::anchor_*`), valid when the runtime held no record before it.
 
 use std::ffi::{c_char, c_void, CStr};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
@@ -167,7 +171,7 @@ pub const MAX_SPILL: u32 = 1 << 20;
 /// the CPU times (hip_profiler_ext.h); the collector gets the domain in every op.
 pub const GPU_CLOCK: ClockDomain = ClockDomain::Realtime;
 
-fn op_from(rec: &ApiRecord, g: &GpuActivity, version: u8, api_name_id: u32, record_index: u64) -> Option<GpuOp> {
+fn op_from(rec: &ApiRecord, g: &GpuActivity, version: u8, api_name_id: u32, record_index: u64, seq: Seq) -> Option<GpuOp> {
     let raw = (g.flags & 7) as u8;
     let copy_kind = ((g.flags >> 4) & 0xf) as u8;
     let op = match raw {
@@ -196,6 +200,11 @@ fn op_from(rec: &ApiRecord, g: &GpuActivity, version: u8, api_name_id: u32, reco
         record_index,
         ..Default::default()
     };
+    if let Some((n, epoch)) = seq {
+        o.flags |= wire::OP_HAS_THREAD_SEQ;
+        o.thread_seq = n;
+        o.seq_epoch = epoch;
+    }
     if version >= wire::API_V0_1 {
         o.chunk_id = rec.chunk_id;
         o.dst = rec.memory1;
@@ -257,15 +266,39 @@ unsafe fn complete(rec: &ApiRecord) -> bool {
     true
 }
 
+/// A record's number among its thread's records of the same API, and the numbering's epoch.
+pub type Seq = Option<(u64, u16)>;
+
+/// True for a record a forked child holds as a copy of its parent's (the call started before
+/// the fork): the parent publishes it.
+fn parents(r: &ApiRecord) -> bool {
+    let fork_rt = FORK_RT.load(Relaxed);
+    fork_rt != 0 && r.start_ns < fork_rt
+}
+
+/// The record's per-thread, per-API number and its epoch; call once per record, in record
+/// order, when the agent first passes it (None: a parent's record, or not numbered).
+///
+/// # Safety
+/// `rec` points to a live 256-byte profiler record.
+pub unsafe fn number(rec: *const ApiRecord) -> Seq {
+    let r: ApiRecord = std::ptr::read_unaligned(rec);
+    if parents(&r) {
+        return None;
+    }
+    let api_name_id = publish::buffers().strings.intern_c(wire::STR_API, r.api_name);
+    let epoch = crate::thread_seq::EPOCH.load(Relaxed);
+    crate::thread_seq::next(r.thread_id, api_name_id).map(|n| (n, epoch))
+}
+
 /// Turns one profiler record into GPU ops (the head op and its spill list) and hands each to
-/// `emit`. Counts records, graph launches and cut spill lists.
+/// `emit`. Counts records, graph launches and cut spill lists. `seq`: what [`number`] gave it.
 ///
 /// # Safety
 /// `rec` points to a live 256-byte profiler record whose spill list and names are live.
-pub unsafe fn convert(rec: *const ApiRecord, version: u8, record_index: u64, emit: &mut dyn FnMut(&GpuOp)) {
+pub unsafe fn convert(rec: *const ApiRecord, version: u8, record_index: u64, seq: Seq, emit: &mut dyn FnMut(&GpuOp)) {
     let r: ApiRecord = std::ptr::read_unaligned(rec);
-    let fork_rt = FORK_RT.load(Relaxed);
-    if fork_rt != 0 && r.start_ns < fork_rt {
+    if parents(&r) {
         PARENT_RECORDS_SKIPPED.fetch_add(1, Relaxed);
         return;
     }
@@ -284,7 +317,7 @@ pub unsafe fn convert(rec: *const ApiRecord, version: u8, record_index: u64, emi
     let api_name_id = publish::buffers().strings.intern_c(wire::STR_API, r.api_name);
     let mut g = r.gpu;
     for i in 0..n {
-        match op_from(&r, &g, version, api_name_id, record_index) {
+        match op_from(&r, &g, version, api_name_id, record_index, seq) {
             Some(mut o) => {
                 o.op_index = i;
                 o.op_count = n;
@@ -337,9 +370,10 @@ pub struct DrainState {
     pub stalls: u32,
     /// GetRecords used the early v0 contiguous form `(const rec** records, size_t* count)`.
     pub contiguous: bool,
-    /// Records past the cursor that were not complete yet: (record_index, record address).
-    /// The runtime keeps records in place (until a v0 Reset, which waits for this to empty).
-    pub deferred: Vec<(u64, usize)>,
+    /// Records past the cursor that were not complete yet: (record_index, record address, its
+    /// number). The runtime keeps records in place (until a v0 Reset, which waits for this to
+    /// empty).
+    pub deferred: Vec<(u64, usize, Seq)>,
 }
 
 type GetRecordsFn = unsafe extern "C" fn(*mut *const c_void, *mut usize, *mut usize, *mut usize) -> HipError;
@@ -353,10 +387,10 @@ type VoidFn = unsafe extern "C" fn() -> HipError;
 pub unsafe fn drain(api: &Api, version: u8, st: &mut DrainState, final_pass: bool, emit: &mut dyn FnMut(&GpuOp)) {
     // Records deferred by earlier passes first.
     if !st.deferred.is_empty() {
-        st.deferred.retain(|&(index, rec)| {
+        st.deferred.retain(|&(index, rec, seq)| {
             let rec = rec as *const ApiRecord;
             if final_pass || complete(&*rec) {
-                convert(rec, version, index, emit);
+                convert(rec, version, index, seq, emit);
                 false
             } else {
                 true
@@ -409,6 +443,8 @@ pub unsafe fn drain(api: &Api, version: u8, st: &mut DrainState, final_pass: boo
             record_error(-3);
             st.deferred.clear();
         }
+        // Records may have gone uncounted: numbers restart in a new epoch.
+        crate::thread_seq::restart();
     }
     if let Some(reset) = api.reset {
         if !st.reset_disabled && st.deferred.is_empty() && st.cursor >= RESET_THRESHOLD && st.cursor == total {
@@ -443,7 +479,7 @@ unsafe fn consume(
         let rec = p.add(i - start);
         if !final_pass && !complete(&*rec) {
             if st.deferred.len() < MAX_DEFERRED {
-                st.deferred.push((st.base + i as u64, rec as usize));
+                st.deferred.push((st.base + i as u64, rec as usize, number(rec)));
                 st.cursor = i + 1;
                 continue;
             }
@@ -453,7 +489,7 @@ unsafe fn consume(
             }
         }
         st.stalls = 0;
-        convert(rec, version, st.base + i as u64, emit);
+        convert(rec, version, st.base + i as u64, number(rec), emit);
         st.cursor = i + 1;
     }
     true
@@ -493,7 +529,8 @@ unsafe extern "C" fn on_chunk(records: *const u8, count: u32, _chunk_id: u32, _u
         let base = CB_SEQ.fetch_add(count as u64, Relaxed);
         let recs = records as *const ApiRecord;
         for i in 0..count as usize {
-            convert(recs.add(i), version, base + i as u64, &mut |o| publish::emit(o, false));
+            let rec = recs.add(i);
+            convert(rec, version, base + i as u64, number(rec), &mut |o| publish::emit(o, false));
         }
         // After the agent's own shutdown (e.g. GPU_CLR_PROFILE_OUTPUT also holds a profiling
         // reference, so the runtime delivers its last slab from its own finaliser): publish
@@ -522,6 +559,10 @@ pub unsafe fn start(api: Api) -> Result<&'static Active, HipError> {
         }
     }
     let _ = ACTIVE.set(Active { api, version, callback: AtomicBool::new(callback), drain: Mutex::new(DrainState::default()) });
+    // The session's anchor: every call that starts after `hi` has a record, none that started
+    // before `lo` has one, unless the runtime was already recording (then: unknown).
+    let mut fresh = true;
+    let lo = crate::clock::monotonic_ns();
     let rc = if version >= wire::API_V0_1 {
         type EnableFn = unsafe extern "C" fn(*mut u64, u64) -> HipError;
         let en: EnableFn = std::mem::transmute(api.enable);
@@ -529,17 +570,38 @@ pub unsafe fn start(api: Api) -> Result<&'static Active, HipError> {
         let rc = en(&mut start_id, 0);
         if rc == 0 {
             publish::INFO.start_record_id.store(start_id, Relaxed);
+            fresh = start_id == 0;
         }
         rc
     } else {
+        fresh = buffered_records(&api) == Some(0);
         let en: VoidFn = std::mem::transmute(api.enable);
         en()
     };
+    let hi = crate::clock::monotonic_ns();
     if rc != 0 {
         record_error(rc);
         return Err(rc);
     }
+    if fresh {
+        publish::INFO.set_anchor(lo, hi);
+    }
     Ok(ACTIVE.get().expect("set above"))
+}
+
+/// Records the runtime holds now (v0, before Enable), None if GetRecords fails.
+///
+/// # Safety
+/// `api` holds the runtime's functions.
+unsafe fn buffered_records(api: &Api) -> Option<usize> {
+    let get: GetRecordsFn = std::mem::transmute(api.get_records);
+    let mut chunks: *const c_void = std::ptr::null();
+    let (mut count, mut size, mut total) = (0usize, usize::MAX, usize::MAX);
+    if get(&mut chunks, &mut count, &mut size, &mut total) != 0 {
+        return None;
+    }
+    // The early contiguous form writes only the first two.
+    Some(if size == usize::MAX && total == usize::MAX { count } else { total })
 }
 
 /// In a forked child: the runtime thread that ran the chunk callback in the parent does not
@@ -787,6 +849,52 @@ pub(crate) mod tests {
         run(&api, &mut st, &mut out);
         assert_eq!(out.len(), RESET_THRESHOLD + 2);
         assert_eq!(out.last().unwrap().record_index, RESET_THRESHOLD as u64 + 1);
+    }
+
+    /// Records are numbered per thread and API in record order, when the agent first passes
+    /// them, even when a deferred record's ops are published after later ones.
+    #[test]
+    fn drain_numbers_records_in_record_order() {
+        let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        crate::thread_seq::reset_in_child();
+        let api = fake(8, 0, false);
+        let mut st = DrainState::default();
+        let mut out = vec![];
+        {
+            let mut g = FAKE.lock().unwrap();
+            let f = g.as_mut().unwrap();
+            for i in 0..6u64 {
+                // Two threads, alternating; record 2 (thread 0's second) not finished yet.
+                let mut r = record(i, 0x1111 + (i % 2));
+                if i == 2 {
+                    r.gpu.end_ns = 0;
+                }
+                push(f, r);
+            }
+        }
+        run(&api, &mut st, &mut out);
+        let got: Vec<(u64, u64, u64)> = out.iter().map(|o| (o.record_index, o.thread_id, o.thread_seq)).collect();
+        assert_eq!(got, vec![(0, 0x1111, 0), (1, 0x1112, 0), (3, 0x1112, 1), (4, 0x1111, 2), (5, 0x1112, 2)]);
+        assert!(out.iter().all(|o| o.flags & wire::OP_HAS_THREAD_SEQ != 0 && o.seq_epoch == 0));
+        // Finished later: published after its successors, with the number of its place.
+        FAKE.lock().unwrap().as_mut().unwrap().chunks[0][2].gpu.end_ns = 77;
+        run(&api, &mut st, &mut out);
+        assert_eq!((out[5].record_index, out[5].thread_id, out[5].thread_seq), (2, 0x1111, 1));
+        // Records lost uncounted (the buffer shrank under the agent): a new epoch.
+        {
+            let mut g = FAKE.lock().unwrap();
+            let f = g.as_mut().unwrap();
+            f.total = 1;
+        }
+        run(&api, &mut st, &mut out);
+        push(FAKE.lock().unwrap().as_mut().unwrap(), record(9, 0x1111));
+        run(&api, &mut st, &mut out);
+        // The runtime's buffer now starts again with one old record, then the new one: both
+        // counted from 0 in the next epoch.
+        let n = out.len();
+        assert_eq!((out[n - 2].thread_seq, out[n - 2].seq_epoch), (0, 1), "counting restarts in a new epoch");
+        assert_eq!((out[n - 1].record_index, out[n - 1].thread_seq, out[n - 1].seq_epoch), (7, 1, 1));
+        crate::thread_seq::reset_in_child();
     }
 
     #[test]

@@ -77,6 +77,7 @@ pub mod cupti;
 pub mod hsa;
 pub mod loaded;
 pub mod publish;
+pub mod thread_seq;
 
 use config::{Config, GpuMode};
 use publish::INFO;
@@ -715,7 +716,11 @@ extern "C" fn at_fork_child() {
         STOP.store(0, Relaxed);
         if phase == ACTIVE {
             clr::FORK_RT.store(clock::now(libc::CLOCK_REALTIME), Relaxed);
+            // The child's own records are those of calls after the fork: its session anchor.
+            let now = clock::monotonic_ns();
+            INFO.set_anchor(now, now);
         }
+        thread_seq::reset_in_child();
         publish::reset_in_child();
         hsa::reset_in_child();
         if matches!(phase, WAITING | ACTIVE) && !SHUTDOWN_STARTED.load(Relaxed) {

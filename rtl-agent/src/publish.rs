@@ -360,6 +360,16 @@ pub struct InfoState {
     pub status: AtomicU8,
     pub last_error: AtomicI32,
     pub start_record_id: AtomicU64,
+    /// The profiler session's start instant (CLOCK_MONOTONIC bounds; 0: unknown).
+    pub anchor_lo_ns: AtomicU64,
+    pub anchor_hi_ns: AtomicU64,
+}
+
+impl InfoState {
+    pub fn set_anchor(&self, lo: u64, hi: u64) {
+        self.anchor_lo_ns.store(lo, Relaxed);
+        self.anchor_hi_ns.store(hi, Relaxed);
+    }
 }
 
 pub static INFO: InfoState = InfoState {
@@ -369,6 +379,8 @@ pub static INFO: InfoState = InfoState {
     status: AtomicU8::new(wire::Status::HipNotLoaded as u8),
     last_error: AtomicI32::new(0),
     start_record_id: AtomicU64::new(0),
+    anchor_lo_ns: AtomicU64::new(0),
+    anchor_hi_ns: AtomicU64::new(0),
 };
 
 pub fn record_error(rc: i32) {
@@ -385,6 +397,8 @@ fn info() -> Info {
         status: INFO.status.load(Relaxed),
         last_error: INFO.last_error.load(Relaxed),
         start_record_id: INFO.start_record_id.load(Relaxed),
+        anchor_lo_ns: INFO.anchor_lo_ns.load(Relaxed),
+        anchor_hi_ns: INFO.anchor_hi_ns.load(Relaxed),
         ..Default::default()
     }
 }
@@ -528,6 +542,11 @@ pub fn publish_queued(flags: u32) -> usize {
 /// [`publish_queued`], waiting at most `max_wait_ns` for the lock (None: not obtained).
 pub fn publish_queued_within(flags: u32, max_wait_ns: u64) -> Option<usize> {
     let b = buffers_if_ready()?;
+    if BATCH_SEQ.load(Relaxed) == 0 && !b.queue.is_empty() {
+        // The process's first batch says who it is (Info: the session's anchor) before its ops
+        // (a forked child publishes its first meta batch late otherwise).
+        publish_meta(0);
+    }
     let mut total = 0;
     let mut pending: Option<GpuOp> = None;
     let mut buf = [0u8; AGENT_BATCH_MAX];

@@ -7,11 +7,11 @@
 //!
 //! | kind | record | size |
 //! | --- | --- | --- |
-//! | 1 | [`GpuOp`]: one GPU operation (dispatch, copy, barrier, memset) and the API call that caused it | 152 |
+//! | 1 | [`GpuOp`]: one GPU operation (dispatch, copy, barrier, memset) and the API call that caused it | 160 (152 in version 1) |
 //! | 2 | [`StringHead`] + bytes: an interned string (kernel or API name), sent once per process | 24 + len, rounded up to 8 |
 //! | 3 | [`ClockSync`]: paired CLOCK_REALTIME / CLOCK_MONOTONIC readings | 48 |
 //! | 4 | [`Counters`]: the agent's cumulative counters (records seen, drops, ...) | 88 |
-//! | 5 | [`Info`]: which GPU source is active, the profiler API version, or why there is none | 32 |
+//! | 5 | [`Info`]: which GPU source is active, the profiler API version, or why there is none | 48 (32 in version 1) |
 //!
 //! Strings are interned per process: a `GpuOp` refers to `kernel_name_id` / `api_name_id`
 //! (0 = none/unknown), and the string record with that id is published in the same batch or an
@@ -21,6 +21,10 @@
 //! forget that pid's string table.
 //!
 //! A dump file (`RTL_AGENT_DUMP`) is batches concatenated; [`decode_prefix`] splits it.
+//!
+//! Versions: 2 (current) added `GpuOp::thread_seq` / `seq_epoch` and `Info::anchor_*`; [`decode`]
+//! still reads version 1 batches (152-byte ops, 32-byte info; the new fields read as 0 and no
+//! `OP_HAS_THREAD_SEQ`), so an older agent's batches (and recorded fixtures) join by time.
 //!
 //! [`decode`] validates a whole batch up front (magic, version, sizes, counts, string lengths,
 //! enum values) without allocating; [`Batch::records`] then iterates over validated records.
@@ -42,6 +46,16 @@
 //! * `gpu_begin_ns`/`gpu_end_ns` are on `gpu_clock` (CLR: CLOCK_REALTIME too); convert the same
 //!   way. Every node of a graph launch is its own `GpuOp` (`op_index` of `op_count`, the same
 //!   API fields, `OP_IS_GRAPH`).
+//! * `thread_seq` (`OP_HAS_THREAD_SEQ`, CLR) is the sequence identity of the API record: it is the
+//!   n-th record (from 0) of the same thread (`thread_id`) and the same API name that the agent saw
+//!   in this profiler session, counting every record (with or without GPU work, failed calls
+//!   too), in the runtime's record order. Calls of one thread run one after another, so the n-th
+//!   eBPF-traced call of that thread and API since the session began is this record's call. The
+//!   count restarts when `seq_epoch` changes (the agent lost records it could not count).
+//! * `Info::anchor_lo_ns` / `anchor_hi_ns` (CLOCK_MONOTONIC; 0: unknown) bracket the instant the
+//!   session began: every API call that started after `anchor_hi_ns` has a record (and a
+//!   `thread_seq`), none that started before `anchor_lo_ns` has one. In a forked child it is the
+//!   fork. Unknown when the runtime had records before the agent enabled it.
 //! * `Info` says why a process has no GPU records (`Status`); `Counters` are cumulative per
 //!   process (the last one wins); `BATCH_FINAL` marks the agent's shutdown flush (more batches
 //!   may still follow it if the runtime delivers records after the agent's shutdown).
@@ -51,7 +65,9 @@ use core::mem::size_of;
 /// `b"RLAG"` read as a little-endian `u32`.
 pub const MAGIC: u32 = u32::from_le_bytes(*b"RLAG");
 /// Bumped on any incompatible change of this module.
-pub const VERSION: u16 = 1;
+pub const VERSION: u16 = 2;
+/// The oldest version [`decode`] still reads.
+pub const VERSION_MIN: u16 = 1;
 
 /// `BatchHeader::flags`: the last batch the process publishes (agent shutdown).
 pub const BATCH_FINAL: u32 = 1 << 0;
@@ -196,9 +212,11 @@ pub const OP_HAS_THREAD_HASH: u8 = 1 << 3;
 /// `GpuOp::flags`: `cpu_start_ns` (= `cpu_end_ns`) is the instant the op was submitted, inside
 /// the launching API call, on `cpu_clock` (HSA mode: CLOCK_MONOTONIC, on thread `tid`).
 pub const OP_SUBMIT_TIME: u8 = 1 << 4;
-const OP_FLAGS_ALL: u8 = 0x1f;
+/// `GpuOp::flags`: `thread_seq` / `seq_epoch` hold the record's per-thread, per-API sequence number.
+pub const OP_HAS_THREAD_SEQ: u8 = 1 << 5;
+const OP_FLAGS_ALL: u8 = 0x3f;
 
-/// One GPU operation, with the API call that caused it. 152 bytes.
+/// One GPU operation, with the API call that caused it. 160 bytes (152 in version 1).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct GpuOp {
@@ -215,7 +233,8 @@ pub struct GpuOp {
     pub cpu_clock: u8,
     /// [`ClockDomain`] of `gpu_begin_ns` / `gpu_end_ns`.
     pub gpu_clock: u8,
-    pub _pad0: u16,
+    /// Counting period of `thread_seq`: bumped when the agent's count restarts.
+    pub seq_epoch: u16,
     pub device: u32,
     pub queue: u32,
     /// OS thread id of the submitting thread when known (`OP_TID_KNOWN`), else 0.
@@ -248,7 +267,14 @@ pub struct GpuOp {
     /// Position of this op among the API record's GPU ops (0-based) and their number.
     pub op_index: u32,
     pub op_count: u32,
+    /// The API record's number among the records of its thread and API name (`OP_HAS_THREAD_SEQ`).
+    pub thread_seq: u64,
 }
+
+/// Bytes of a version-1 `GpuOp` (without `thread_seq`).
+const GPU_OP_V1: usize = 152;
+/// Bytes of a version-1 `Info` (without the anchor).
+const INFO_V1: usize = 32;
 
 /// `StringHead::kind`.
 pub const STR_KERNEL: u8 = 1;
@@ -388,6 +414,10 @@ pub struct Info {
     pub _pad0: u32,
     /// Record index at which this session started (hipProfilerEnableExt's start_record_id).
     pub start_record_id: u64,
+    /// CLOCK_MONOTONIC bounds of the instant the profiler session began (0: unknown); see the
+    /// module documentation.
+    pub anchor_lo_ns: u64,
+    pub anchor_hi_ns: u64,
 }
 
 const fn align8(n: usize) -> usize {
@@ -397,11 +427,11 @@ const fn align8(n: usize) -> usize {
 const _: () = {
     assert!(size_of::<BatchHeader>() == 32);
     assert!(size_of::<RecordHeader>() == 8);
-    assert!(size_of::<GpuOp>() == 152);
+    assert!(size_of::<GpuOp>() == 160);
     assert!(size_of::<StringHead>() == 24);
     assert!(size_of::<ClockSync>() == 48);
     assert!(size_of::<Counters>() == 88);
-    assert!(size_of::<Info>() == 32);
+    assert!(size_of::<Info>() == 48);
 };
 
 /// Why a batch was rejected. Offsets are byte offsets into the batch.
@@ -432,7 +462,7 @@ impl core::fmt::Display for DecodeError {
         match *self {
             Self::TooShort { have } => write!(f, "agent batch too short ({have} bytes)"),
             Self::BadMagic(m) => write!(f, "agent batch: bad magic {m:#x}"),
-            Self::BadVersion(v) => write!(f, "agent batch: version {v}, expected {VERSION}"),
+            Self::BadVersion(v) => write!(f, "agent batch: version {v}, expected {VERSION_MIN}..={VERSION}"),
             Self::BadHeaderLen(l) => write!(f, "agent batch: header length {l}"),
             Self::BadTotalLen { total_len, have } => {
                 write!(f, "agent batch: total_len {total_len} but {have} bytes")
@@ -468,6 +498,20 @@ fn read<T: Copy + Plain>(bytes: &[u8], off: usize) -> Option<T> {
     // SAFETY: bounds checked above; `T: Plain` is only implemented for `#[repr(C)]` structs
     // of integers, for which every bit pattern is valid; read_unaligned needs no alignment.
     Some(unsafe { core::ptr::read_unaligned(bytes.as_ptr().add(off) as *const T) })
+}
+
+/// Reads the first `n` bytes of a `T` from `bytes[off..]` (an older, shorter layout); the rest
+/// of the `T` is zero.
+fn read_prefix<T: Copy + Plain + Default>(bytes: &[u8], off: usize, n: usize) -> Option<T> {
+    let end = off.checked_add(n)?;
+    if n > size_of::<T>() || end > bytes.len() {
+        return None;
+    }
+    let mut v = T::default();
+    // SAFETY: `T: Plain` (integers only, every bit pattern valid); n <= size_of::<T>() and the
+    // source range was bounds checked.
+    unsafe { core::ptr::copy_nonoverlapping(bytes.as_ptr().add(off), &mut v as *mut T as *mut u8, n) };
+    Some(v)
 }
 
 /// Marker for the wire structs: `#[repr(C)]`, integers only, no implicit padding.
@@ -518,7 +562,7 @@ pub struct Batch<'a> {
 impl<'a> Batch<'a> {
     /// The validated records, in order.
     pub fn records(&self) -> Records<'a> {
-        Records { bytes: self.bytes, off: size_of::<BatchHeader>(), left: self.header.record_count }
+        Records { bytes: self.bytes, off: size_of::<BatchHeader>(), left: self.header.record_count, version: self.header.version }
     }
     /// The batch's bytes (`header.total_len` of them).
     pub fn bytes(&self) -> &'a [u8] {
@@ -532,6 +576,7 @@ pub struct Records<'a> {
     bytes: &'a [u8],
     off: usize,
     left: u32,
+    version: u16,
 }
 
 impl<'a> Iterator for Records<'a> {
@@ -541,7 +586,7 @@ impl<'a> Iterator for Records<'a> {
             return None;
         }
         // Cannot fail: decode() ran the same parser over the same bytes.
-        match parse_record(self.bytes, self.off, 0) {
+        match parse_record(self.bytes, self.off, 0, self.version) {
             Ok((rec, len)) => {
                 self.left -= 1;
                 self.off += len;
@@ -558,7 +603,7 @@ impl<'a> Iterator for Records<'a> {
     }
 }
 
-fn parse_record(bytes: &[u8], off: usize, index: u32) -> Result<(Record<'_>, usize), DecodeError> {
+fn parse_record(bytes: &[u8], off: usize, index: u32, version: u16) -> Result<(Record<'_>, usize), DecodeError> {
     let rh: RecordHeader = read(bytes, off).ok_or(DecodeError::RecordPastEnd { offset: off, index })?;
     let len = rh.len as usize;
     let bad_len = DecodeError::BadRecordLen { offset: off, kind: rh.kind, len: rh.len };
@@ -574,13 +619,14 @@ fn parse_record(bytes: &[u8], off: usize, index: u32) -> Result<(Record<'_>, usi
     let fixed = |size: usize| if len == size { Ok(()) } else { Err(bad_len) };
     let rec = match kind {
         RecordKind::GpuOp => {
-            fixed(size_of::<GpuOp>())?;
-            let r: GpuOp = read(bytes, off).ok_or(bad_len)?;
+            let size = if version == 1 { GPU_OP_V1 } else { size_of::<GpuOp>() };
+            fixed(size)?;
+            let r: GpuOp = read_prefix(bytes, off, size).ok_or(bad_len)?;
             Source::from_u8(r.source).ok_or(field("source"))?;
             OpKind::from_u8(r.op).ok_or(field("op"))?;
             ClockDomain::from_u8(r.cpu_clock).ok_or(field("cpu_clock"))?;
             ClockDomain::from_u8(r.gpu_clock).ok_or(field("gpu_clock"))?;
-            if r.flags & !OP_FLAGS_ALL != 0 {
+            if r.flags & !OP_FLAGS_ALL != 0 || (version == 1 && r.flags & OP_HAS_THREAD_SEQ != 0) {
                 return Err(field("flags"));
             }
             Record::GpuOp(r)
@@ -614,8 +660,9 @@ fn parse_record(bytes: &[u8], off: usize, index: u32) -> Result<(Record<'_>, usi
             Record::Counters(read(bytes, off).ok_or(bad_len)?)
         }
         RecordKind::Info => {
-            fixed(size_of::<Info>())?;
-            let r: Info = read(bytes, off).ok_or(bad_len)?;
+            let size = if version == 1 { INFO_V1 } else { size_of::<Info>() };
+            fixed(size)?;
+            let r: Info = read_prefix(bytes, off, size).ok_or(bad_len)?;
             Source::from_u8(r.source).ok_or(field("source"))?;
             Status::from_u8(r.status).ok_or(field("status"))?;
             if r.profiler_api > API_V0_1 {
@@ -632,7 +679,7 @@ fn check_header(bytes: &[u8]) -> Result<BatchHeader, DecodeError> {
     if h.magic != MAGIC {
         return Err(DecodeError::BadMagic(h.magic));
     }
-    if h.version != VERSION {
+    if !(VERSION_MIN..=VERSION).contains(&h.version) {
         return Err(DecodeError::BadVersion(h.version));
     }
     if h.header_len as usize != size_of::<BatchHeader>() {
@@ -648,7 +695,7 @@ fn check_header(bytes: &[u8]) -> Result<BatchHeader, DecodeError> {
 fn validate(bytes: &[u8], h: BatchHeader) -> Result<Batch<'_>, DecodeError> {
     let mut off = size_of::<BatchHeader>();
     for i in 0..h.record_count {
-        let (_, len) = parse_record(bytes, off, i)?;
+        let (_, len) = parse_record(bytes, off, i, h.version)?;
         off += len;
     }
     if off != bytes.len() {
@@ -921,17 +968,61 @@ mod tests {
         let mut b = bytes.clone();
         b[32] = 99;
         assert!(matches!(decode(&b), Err(DecodeError::UnknownKind { kind: 99, .. })));
-        // String (at 64): length larger than its record, and not matching it.
+        // String (at 80): length larger than its record, and not matching it.
         let mut b = bytes.clone();
-        set_u32(&mut b, 64 + 16, 200);
+        set_u32(&mut b, 80 + 16, 200);
         assert!(matches!(decode(&b), Err(DecodeError::BadString { .. })));
         let mut b = bytes.clone();
-        set_u32(&mut b, 64 + 16, 3);
+        set_u32(&mut b, 80 + 16, 3);
         assert!(matches!(decode(&b), Err(DecodeError::BadString { .. })));
         // String id 0.
         let mut b = bytes.clone();
-        set_u32(&mut b, 64 + 8, 0);
+        set_u32(&mut b, 80 + 8, 0);
         assert!(matches!(decode(&b), Err(DecodeError::BadField { .. })));
+    }
+
+    /// A version-1 batch (152-byte ops, 32-byte info, what older agents and recorded fixtures
+    /// hold) still decodes; the new fields read as 0; a v1 op cannot claim a thread_seq.
+    #[test]
+    fn reads_version_1() {
+        let mut b = Vec::new();
+        let mut o = op(3);
+        o.hdr = RecordHeader { kind: RecordKind::GpuOp as u16, _reserved: 0, len: 152 };
+        let i = Info { hdr: RecordHeader { kind: RecordKind::Info as u16, _reserved: 0, len: 32 }, source: 1, ..Default::default() };
+        let h = BatchHeader { magic: MAGIC, version: 1, header_len: 32, total_len: 32 + 152 + 32, record_count: 2, pid: 5, flags: 0, batch_seq: 0 };
+        b.extend_from_slice(as_bytes(&h));
+        b.extend_from_slice(&as_bytes(&o)[..152]);
+        b.extend_from_slice(&as_bytes(&i)[..32]);
+        let batch = decode(&b).unwrap();
+        let recs: Vec<_> = batch.records().collect();
+        match recs[0] {
+            Record::GpuOp(g) => {
+                assert_eq!(g.record_index, 3);
+                assert_eq!(g.op_count, 1);
+                assert_eq!((g.thread_seq, g.seq_epoch), (0, 0));
+            }
+            r => panic!("{r:?}"),
+        }
+        match recs[1] {
+            Record::Info(x) => assert_eq!((x.source, x.anchor_lo_ns, x.anchor_hi_ns), (1, 0, 0)),
+            r => panic!("{r:?}"),
+        }
+        // A 160-byte op in a version-1 batch is the wrong length.
+        let mut long = b.clone();
+        long[4] = 1;
+        set_u32(&mut long, 32 + 4, 160);
+        assert!(decode(&long).is_err());
+        // The new flag is not a version-1 flag.
+        let flags_at = 32 + 11;
+        let mut f = b.clone();
+        f[flags_at] |= OP_HAS_THREAD_SEQ;
+        assert_eq!(decode(&f).unwrap_err(), DecodeError::BadField { offset: 32, field: "flags" });
+        // Version 0 and 3 are refused.
+        for v in [0u8, 3] {
+            let mut x = b.clone();
+            x[4] = v;
+            assert_eq!(decode(&x).unwrap_err(), DecodeError::BadVersion(v as u16));
+        }
     }
 
     #[test]
@@ -953,7 +1044,7 @@ mod tests {
         while w.push_gpu_op(&op(n)) {
             n += 1;
         }
-        assert_eq!(n as usize, (crate::AGENT_BATCH_MAX - 32) / 152);
+        assert_eq!(n as usize, (crate::AGENT_BATCH_MAX - 32) / 160);
         let b = w.finish(0);
         assert!(b.len() <= crate::AGENT_BATCH_MAX);
         assert_eq!(decode(b).unwrap().records().count() as u64, n);

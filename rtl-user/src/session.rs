@@ -287,6 +287,9 @@ pub fn run(mode: Mode, opts: &TraceOpts) -> Result<Outcome> {
     };
 
     let mut joiner = Joiner::new(clock.realtime_minus_monotonic());
+    // GPU records of a profiler session that began before the probes were in place are not
+    // numbered against the calls the probes saw (the lanes may lack its first calls).
+    joiner.gpu.note_probes_attached(clock::ClockPair::now().monotonic_ns.max(0) as u64);
     joiner.sync_table(&probes.table);
     let mut stops = {
         let _in_rt = rt.enter();
@@ -343,8 +346,15 @@ pub fn run(mode: Mode, opts: &TraceOpts) -> Result<Outcome> {
         ("agent_batches_oversized", g.batches_truncated.to_string()),
         ("gpu_ops", g.ops.to_string()),
         ("gpu_ops_linked", g.ops_linked.to_string()),
+        ("gpu_ops_linked_correlation", g.ops_linked_correlation.to_string()),
+        ("gpu_ops_linked_sequence", g.ops_linked_sequence.to_string()),
+        ("gpu_ops_linked_time", g.ops_linked_time.to_string()),
         ("gpu_ops_ambiguous", g.ops_ambiguous.to_string()),
         ("gpu_ops_unlinked", g.ops_unlinked.to_string()),
+        ("gpu_ops_unlinked_no_thread", g.ops_unlinked_no_thread.to_string()),
+        ("gpu_ops_unlinked_no_call", g.ops_unlinked_no_call.to_string()),
+        ("gpu_sequence_breaks", g.sequence.breaks.to_string()),
+        ("gpu_anchors_unused", g.sequence.anchor_rejected.to_string()),
         ("gpu_profiler_only_calls", g.profiler_only_calls.to_string()),
         ("agent_dropped_queue_full", g.agent_dropped.to_string()),
         ("agent_graph_batches_skipped", g.graph_batches_skipped.to_string()),
@@ -485,6 +495,7 @@ async fn event_loop(
     let mut last_status = (Instant::now(), 0u64);
     let mut child_exit = None;
     let mut last_rescan = Instant::now();
+    let mut seen_drops = 0u64;
     // Set once the session decided to stop: the probes are quiesced, the reader makes its last
     // pass, and the loop goes on until the backlog is written.
     let mut stopping: Option<(&str, Instant)> = None;
@@ -562,11 +573,22 @@ async fn event_loop(
                     }
                     if last_rescan.elapsed() >= Duration::from_secs(1) {
                         last_rescan = Instant::now();
-                        for m in rescan(probes, mode, &tracked) {
+                        let msgs = rescan(probes, mode, &tracked);
+                        if !msgs.is_empty() {
+                            joiner.gpu.note_probes_attached(clock::ClockPair::now().monotonic_ns.max(0) as u64);
+                        }
+                        for m in msgs {
                             let _ = tx.send(m).await;
                         }
                         joiner.sync_table(&probes.table);
                     }
+                }
+                // A record lost from the ring buffer may be a call a GPU lane counts on: the lanes'
+                // numbering is re-established from the records' times.
+                let drops = probes.drops();
+                if drops > seen_drops {
+                    seen_drops = drops;
+                    joiner.gpu.distrust_sequences();
                 }
                 if status_line {
                     let now = Instant::now();

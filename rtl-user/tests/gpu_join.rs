@@ -52,9 +52,18 @@ fn trace_ops(db: &Path) -> Vec<TraceOp> {
     .collect()
 }
 
+/// Per (pid, calling thread's tid, API): (truth ops, linked to the right call).
+type Groups = HashMap<(u32, u64, String), (usize, usize)>;
+
 /// Runs `cmd` on the simulator under `rtl-ebpf run` and checks the join against the truth.
 /// Returns (truth ops, linked correctly).
 fn check_join(name: &str, cmd: &[&str], sim_env: &[(&str, &str)]) -> (usize, usize) {
+    let (n, right, _, _) = check_join_groups(name, cmd, sim_env);
+    (n, right)
+}
+
+/// [`check_join`], with the per-thread, per-API counts and the trace file's directory.
+fn check_join_groups(name: &str, cmd: &[&str], sim_env: &[(&str, &str)]) -> (usize, usize, Groups, tempfile::TempDir) {
     require_root();
     let d = tmpdir();
     let (db, tr) = (d.path().join("t.db"), d.path().join("truth.jsonl"));
@@ -78,12 +87,15 @@ fn check_join(name: &str, cmd: &[&str], sim_env: &[(&str, &str)]) -> (usize, usi
     let traced = trace_ops(&db);
     assert!(!ops.is_empty(), "{name}: the workload made no GPU op");
     let tol = 1_000i64; // ns: the clock-sync uncertainty bound; observed error is a few ns
+    let mut groups: Groups = HashMap::new();
     let mut used = vec![false; traced.len()];
     let (mut linked_right, mut linked_wrong, mut missing) = (0usize, Vec::new(), Vec::new());
     for o in &ops {
         let (s, e) = (o["start"].as_i64().unwrap(), o["end"].as_i64().unwrap());
         let pid = o["pid"].as_u64().unwrap() as u32;
         let api = apis.get(&(o["pid"].as_u64().unwrap(), o["api_tid"].as_u64().unwrap(), o["api_seq"].as_u64().unwrap())).copied();
+        let group = groups.entry((pid, o["api_tid"].as_u64().unwrap(), o["api"].as_str().unwrap_or("").to_string())).or_default();
+        group.0 += 1;
         // Candidates: same times (within tol), same process, unused; prefer the correctly linked.
         let mut best = None;
         for (i, t) in traced.iter().enumerate() {
@@ -113,6 +125,7 @@ fn check_join(name: &str, cmd: &[&str], sim_env: &[(&str, &str)]) -> (usize, usi
                 used[i] = true;
                 if right {
                     linked_right += 1;
+                    group.1 += 1;
                 } else {
                     linked_wrong.push((o, &traced[i]));
                 }
@@ -131,7 +144,19 @@ fn check_join(name: &str, cmd: &[&str], sim_env: &[(&str, &str)]) -> (usize, usi
     // Kernel names come through, demangled.
     assert!(traced.iter().any(|t| t.op_type == "KernelExecution" && !t.desc.is_empty() && !t.desc.starts_with("_Z")));
     assert!(traced.iter().all(|t| t.gpu >= 0));
-    (ops.len(), linked_right)
+    // How each op was linked: one rtl_op row per GPU op, the metadata counts the same.
+    let c = Connection::open(&db).unwrap();
+    let kinds: HashMap<i64, i64> =
+        c.prepare("SELECT link, count(*) FROM rtl_op GROUP BY link").unwrap().query_map([], |r| Ok((r.get(0)?, r.get(1)?))).unwrap().map(Result::unwrap).collect();
+    let m = |t: &str| meta(&db, t).unwrap_or_else(|| panic!("{name}: metadata {t}")).parse::<i64>().unwrap();
+    assert_eq!(kinds.values().sum::<i64>(), traced.len() as i64, "{name}: every GPU op has its rtl_op row");
+    assert_eq!(m("gpu_ops"), traced.len() as i64);
+    let k = |code: i64| kinds.get(&code).copied().unwrap_or(0);
+    assert_eq!((m("gpu_ops_linked_correlation"), m("gpu_ops_linked_sequence"), m("gpu_ops_linked_time")), (k(1), k(2), k(3)), "{name}");
+    assert_eq!(m("gpu_ops_linked"), k(1) + k(2) + k(3));
+    assert_eq!((m("gpu_ops_unlinked_no_thread"), m("gpu_ops_unlinked_no_call"), m("gpu_ops_ambiguous")), (k(0), k(4), k(5)), "{name}");
+    eprintln!("{name}: links by correlation {}, sequence {}, time {}, unlinked {}", k(1), k(2), k(3), k(0) + k(4) + k(5));
+    (ops.len(), linked_right, groups, d)
 }
 
 #[test]
@@ -143,6 +168,51 @@ fn serving_8_workers_threads_streams_graphs_join_exactly() {
         &[],
     );
     assert!(n > 1000, "expected a serving-sized op count, got {n}");
+}
+
+/// The launch loops real programs run (tests/workloads/launch_storm): per thread, back to back,
+/// an H2D copy, two kernels and a D2H copy on the thread's stream, 0.5 us apart, the profiler's
+/// CPU times jittered by up to 2 us (the clock uncertainty the join allows): every op of every
+/// thread and API linked to its very call, none to a neighbour.
+fn storm(name: &str, args: &[&str], sim_env: &[(&str, &str)], threads: usize, rounds: usize, waves: usize, graph_ops: usize) {
+    let w = workload("launch_storm");
+    let mut cmd = vec![w.to_str().unwrap(), "--gap-ns", "500"];
+    cmd.extend_from_slice(args);
+    let mut env = vec![("ROCM_SIM_TRUTH_BUFFER", "65536"), ("ROCM_SIM_PROFILER_JITTER_NS", "2000")];
+    env.extend_from_slice(sim_env);
+    let (n, right, groups, _d) = check_join_groups(name, &cmd, &env);
+    // Exact counts: 2 processes (the parent and its forked child).
+    assert_eq!(n, 2 * (threads * waves * rounds * 4 + graph_ops), "{name}: GPU ops in the truth");
+    assert_eq!(right, n, "{name}: every op linked to its call");
+    let pids: std::collections::HashSet<u32> = groups.keys().map(|g| g.0).collect();
+    assert_eq!(pids.len(), 2, "{name}: parent and forked child");
+    let threads_seen: std::collections::HashSet<(u32, u64)> = groups.keys().filter(|g| g.2 != "hipGraphLaunch").map(|g| (g.0, g.1)).collect();
+    assert_eq!(threads_seen.len(), 2 * threads * waves, "{name}: every worker thread (waves reuse thread ids)");
+    for (g, (total, ok)) in &groups {
+        assert!(*ok as f64 >= 0.999 * *total as f64, "{name}: {g:?}: {ok} of {total} linked right");
+    }
+}
+
+#[test]
+fn launch_storm_back_to_back_every_op_of_every_thread_linked() {
+    storm("storm-v0.1.0", &[], &[], 4, 20, 1, 64 * 10);
+}
+
+#[test]
+fn launch_storm_v0_records_out_of_order_late_and_thread_ids_reused() {
+    // v0 API (drained): kernel A takes 0.5 ms on its own queue while kernel B, on the thread's
+    // second stream, takes 5 us, so B's records complete (and are published) before A's, and
+    // many only after their thread exited; 3 waves of threads reuse the same pthread_self
+    // (profiler thread ids) under new OS tids.
+    storm(
+        "storm-v0",
+        &["--waves", "3", "--streams", "2", "--rounds", "10"],
+        &[("ROCM_SIM_PROFILER", "v0"), ("RTL_AGENT_DRAIN_MS", "2"), ("ROCM_SIM_QUEUES", "16"), ("ROCM_SIM_KERNEL_NS", "storm_a=500000")],
+        4,
+        10,
+        3,
+        64 * 10,
+    );
 }
 
 #[test]

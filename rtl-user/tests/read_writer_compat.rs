@@ -5,7 +5,7 @@ mod read_common;
 use std::sync::Arc;
 
 use read_common::*;
-use rtl_user::join::rows::{ApiMeaningRow, ApiRow, CallStatus, KernelRow, OpRow, ProcessRow, Row, RtlApiRow};
+use rtl_user::join::rows::{ApiMeaningRow, ApiRow, CallStatus, KernelRow, LinkKind, OpRow, ProcessRow, Row, RtlApiRow};
 use rtl_user::probe::apis;
 use rtl_user::read::{
     convert_perfetto_json, convert_perfetto_proto, merge, summary, SummaryOptions,
@@ -83,6 +83,7 @@ fn rows() -> Vec<Row> {
             op_type: "KernelExecution",
             correlation_id: id,
             api_id: Some(id),
+            link: Some(LinkKind::Correlation),
         }));
     }
     v.push(Row::Op(OpRow {
@@ -95,6 +96,7 @@ fn rows() -> Vec<Row> {
         op_type: "UserMarker",
         correlation_id: 1,
         api_id: Some(1),
+        link: None,
     }));
     v
 }
@@ -148,6 +150,8 @@ fn readers_work_on_writer_output() {
     );
     assert_eq!(s["launch_latency"]["p50_ns"], 4_000);
     assert_eq!(s["processes"][0]["cmdline"], "app --size 1024");
+    // How each GPU op was linked: one rtl_op row per GPU op, none for the marker.
+    assert_eq!(s["lost"]["gpu_links"]["correlation"], 4);
 
     let j = d.path().join("app.json");
     convert_perfetto_json(&db, &j).unwrap();
@@ -189,4 +193,5 @@ fn readers_work_on_writer_output() {
     assert_eq!(st.rows["rocpd_api"], 10);
     assert_eq!(st.rows["rocpd_kernelapi"], 8);
     assert_eq!(st.rows["rtl_library"], 2);
+    assert_eq!(st.rows["rtl_op"], 8, "rtl_op rows merged with their ops");
 }

@@ -11,6 +11,8 @@
 //!   detach until the kernel lists none of the session's links, a second session's attach while
 //!   the first detaches, ten back-to-back `run` traces of a short workload (each checked
 //!   complete); with uprobe_multi links and, for comparison, the per-probe perf fallback.
+//! `join`: the GPU join alone (rtl-user's `bench_join` example): GPU ops linked per second for
+//!   250 k and 1 M synthetic ops of back-to-back launch loops, with and without the anchor.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -42,6 +44,9 @@ pub fn run(rest: &[String]) -> Result<()> {
     }
     if matches!(which, "all" | "collector") {
         collector()?;
+    }
+    if matches!(which, "all" | "join") {
+        cmd("cargo").args(["run", "--release", "--ignore-rust-version", "-q", "-p", "rtl-user", "--example", "bench_join"]).current_dir(root()).run()?;
     }
     Ok(())
 }

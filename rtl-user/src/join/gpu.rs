@@ -3,39 +3,61 @@
 //! Each agent batch (rtl-common's `agent` wire format) is validated, checked against the pid
 //! the eBPF probe saw publish it (a process can only speak for itself), and its records are:
 //! strings (kernel / API names, interned per process), clock readings (realtime - monotonic,
-//! to put the profiler's CPU and GPU times on the trace's clock), counters and status, and GPU
-//! operations.
+//! to put the profiler's CPU and GPU times on the trace's clock), the agent's status (with the
+//! profiler session's start, the *anchor*), counters, and GPU operations.
 //!
-//! An operation is linked to the eBPF-traced call of the same process that (a) contains the
-//! profiler's own timing of the call, (b) runs on the same thread: the full 64-bit profiler
-//! thread id equals the hash of that thread's fs base, or the OS tid the agent saw submit it,
-//! and (c) has the same API name. Only a unique match links; an ambiguous or missing one is
-//! never guessed: the operation is kept and counted, and the profiler's own record of the call
-//! becomes an API row marked "seen by the profiler only".
+//! Every op of one API record is linked the same way (a graph launch's nodes to its one call);
+//! a record is linked to at most one call and a call to at most one record. How (`LinkKind`,
+//! `rtl_op.link`):
+//! * **correlation / sequence** (HIP CLR, the agent numbers each record per thread and API:
+//!   `thread_seq`): the record's call is the traced call of the same process, profiler thread
+//!   id (the hash of the thread's fs base) and API name with the matching number, found by the
+//!   lanes of [`super::sequence`]; time only checks it. `correlation` when the session's start
+//!   alone fixed the numbering, `sequence` when the records' time windows did.
+//! * **time** (HSA, CUPTI, CLR from an agent without numbers, records a broken sequence left):
+//!   the one call of the same process, thread (profiler thread id, or the OS tid the agent saw)
+//!   and API whose interval contains the profiler's timing of the call (clock uncertainty plus
+//!   2 us of slack; HSA's submission instant without slack); calls another record already took
+//!   are not candidates. CUPTI names the runtime call (`cudaLaunchKernel_v7000`) around the
+//!   driver call the probes saw: a call of the same family (launch, graph launch, copy, memset)
+//!   whose interval contains CUPTI's or lies inside it.
+//! * **unlinked**, never guessed: the thread was never seen, no call fits, or more than one
+//!   does; the op is kept, counted, and the profiler's record of the call becomes an API row
+//!   marked "seen by the profiler only".
 //!
-//! CUPTI ops (`Source::Cupti`) name the call CUPTI recorded, which for a runtime-level launch is
-//! the runtime call (`cudaLaunchKernel_v7000`) around the driver call the probes saw: they link
-//! to a call of the same family (launch, graph launch, copy, memset) on the same OS thread whose
-//! interval contains CUPTI's, or lies inside it (the driver call nested in the runtime call).
+//! A record waits (bounded) while its call may still be open, while its events may still be in
+//! flight in the ring buffer, or while its lane's numbering is undecided.
 
-use std::collections::{HashMap, VecDeque};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::sync::Arc;
 
-use rtl_common::agent::{self, ClockDomain, GpuOp, OpKind, Record, Status};
+use rtl_common::agent::{self, ClockDomain, GpuOp, OpKind, Record, Source, Status};
 
-use super::rows::{ApiRow, CallStatus, OpRow, RtlApiRow, Row};
+use super::rows::{ApiRow, CallStatus, LinkKind, OpRow, RtlApiRow, Row};
+use super::sequence::{Lane, Placement, Query, SequenceStats};
 use super::thread_hash::profiler_thread_id;
 
 /// Calls kept per process for matching (GPU-capable calls only).
 const MAX_CALLS_PER_PID: usize = 1 << 20;
 /// How long a call stays matchable after it returned (trace clock).
 const KEEP_NS: u64 = 30_000_000_000;
-/// Operations waiting for their call (its return not seen yet).
+/// Operations waiting (for their call's return, for the trace to catch up, for their lane's
+/// numbering), all queues together; beyond it the oldest is decided as things stand.
 const MAX_PENDING: usize = 1 << 18;
 /// Slack on time containment, beyond the clock-sync uncertainty (ns).
 const SLACK_NS: u64 = 2_000;
 /// A pending operation older than this (trace clock) is given up on.
 const PENDING_GIVE_UP_NS: u64 = 5_000_000_000;
+/// A record is placed in its lane only once the trace has events this much newer than the
+/// call's end: every call of the thread that entered before it has reached the joiner (events of
+/// different CPUs reach the ring buffer in time order within far less).
+const READY_NS: u64 = 20_000_000;
+/// Decisions remembered per process, for the other ops of the same record.
+const MAX_DECIDED: usize = 1 << 16;
+/// Lanes per process, and calls per lane (beyond: the time join).
+const MAX_LANES_PER_PID: usize = 1 << 14;
+const MAX_LANE_CALLS: usize = 1 << 16;
 
 /// A completed API call that may have caused GPU work.
 #[derive(Debug, Clone)]
@@ -55,33 +77,133 @@ pub struct GpuStats {
     pub batches_wrong_pid: u64,
     pub batches_truncated: u64,
     pub ops: u64,
+    /// Linked ops, all kinds, and by kind.
     pub ops_linked: u64,
-    pub ops_ambiguous: u64,
+    pub ops_linked_correlation: u64,
+    pub ops_linked_sequence: u64,
+    pub ops_linked_time: u64,
+    /// Unlinked ops, all reasons, and by reason.
     pub ops_unlinked: u64,
+    pub ops_ambiguous: u64,
+    pub ops_unlinked_no_thread: u64,
+    pub ops_unlinked_no_call: u64,
     pub profiler_only_calls: u64,
     /// Sum over processes of the agent's latest counters.
     pub agent_dropped: u64,
     pub agent_ops_seen: u64,
     pub graph_batches_skipped: u64,
+    pub sequence: SequenceStats,
 }
+
+/// How one API record was decided (all its ops share it).
+#[derive(Debug, Clone, Copy)]
+enum Decision {
+    Call(i64, LinkKind),
+    Unlinked(LinkKind),
+}
+
+type LaneKey = (u64, Arc<str>);
 
 #[derive(Default)]
 struct Process {
     strings: HashMap<u32, Arc<str>>,
     /// realtime - monotonic from the agent's latest clock reading, and its uncertainty.
     clock: Option<(i64, u64)>,
+    /// GPU-capable calls in completion order (the time join).
     calls: VecDeque<IndexedCall>,
+    /// Calls of `calls` a record took (call id -> record index).
+    claimed: HashMap<i64, u64>,
     counters: Option<agent::Counters>,
     /// Profiler-only API rows already written, by record index.
     synthesized: HashMap<u64, i64>,
     status_reported: bool,
+    /// The profiler session's start (CLOCK_MONOTONIC bounds), from the agent's Info.
+    anchor: Option<(u64, u64)>,
+    /// Calls by (profiler thread id, API name), in entry order (the sequence join).
+    lanes: HashMap<LaneKey, Lane>,
+    lanes_full: bool,
+    /// Newest call start per profiler thread id (threads the probes saw).
+    progress: HashMap<u64, u64>,
+    decided: HashMap<u64, Decision>,
+    decided_order: VecDeque<u64>,
+}
+
+impl Process {
+    fn remember(&mut self, record: u64, d: Decision) {
+        if self.decided.insert(record, d).is_none() {
+            self.decided_order.push_back(record);
+            while self.decided_order.len() > MAX_DECIDED {
+                if let Some(r) = self.decided_order.pop_front() {
+                    self.decided.remove(&r);
+                }
+            }
+        }
+    }
+
+    fn lane(&mut self, key: LaneKey) -> Option<&mut Lane> {
+        if !self.lanes.contains_key(&key) && self.lanes.len() >= MAX_LANES_PER_PID {
+            self.lanes_full = true;
+            return None;
+        }
+        Some(self.lanes.entry(key).or_default())
+    }
+}
+
+/// An op waiting: its process, the op, and when it arrived (trace clock).
+type Waiter = (u32, GpuOp, u64);
+
+/// An op whose record may only be placed in its lane from `at` on (see READY_NS).
+struct Unready {
+    at: u64,
+    n: u64,
+    w: Waiter,
+}
+impl PartialEq for Unready {
+    fn eq(&self, o: &Self) -> bool {
+        (self.at, self.n) == (o.at, o.n)
+    }
+}
+impl Eq for Unready {}
+impl PartialOrd for Unready {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Unready {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        (self.at, self.n).cmp(&(o.at, o.n))
+    }
+}
+
+/// What became of one try.
+enum Try {
+    Done,
+    /// Retry on the next pass (its call may still be open).
+    Later,
+    /// Not before this trace time.
+    NotBefore(u64),
+    /// Its record waits for its lane's numbering: parked until decided (or given up on).
+    Parked,
 }
 
 pub struct GpuJoiner {
     procs: HashMap<u32, Process>,
-    pending: VecDeque<(u32, GpuOp, u64)>,
+    /// Retried on every pass.
+    pending: VecDeque<Waiter>,
+    /// Retried when their time comes.
+    unready: BinaryHeap<Reverse<Unready>>,
+    unready_n: u64,
+    /// Ops of records waiting in a lane, by (pid, record index): emitted when the lane decides
+    /// them, given up on in arrival order.
+    parked: HashMap<(u32, u64), Vec<Waiter>>,
+    parked_order: VecDeque<(u64, u32, u64)>,
     /// The collector's own realtime - monotonic, for processes that sent no clock reading.
     fallback_offset: i64,
+    /// When probes were last attached (an anchor before it may predate the lanes' first calls).
+    probes_since: u64,
+    /// Newest event time the joiner has seen (trace clock).
+    now: u64,
+    last_prune: u64,
     pub stats: GpuStats,
     /// Messages for the user (agent status), drained by the session.
     pub notices: Vec<String>,
@@ -92,30 +214,104 @@ impl GpuJoiner {
         Self {
             procs: HashMap::new(),
             pending: VecDeque::new(),
+            unready: BinaryHeap::new(),
+            unready_n: 0,
+            parked: HashMap::new(),
+            parked_order: VecDeque::new(),
             fallback_offset,
+            probes_since: 0,
+            now: 0,
+            last_prune: 0,
             stats: GpuStats::default(),
             notices: Vec::new(),
+        }
+    }
+
+    /// Probes were attached (or more were) at `ts`: a profiler session that began before it may
+    /// have calls the lanes never saw, so its anchor is not used.
+    pub fn note_probes_attached(&mut self, ts: u64) {
+        self.probes_since = self.probes_since.max(ts);
+    }
+
+    /// Records were lost from the ring buffer (maybe calls the lanes count): every lane's
+    /// numbering is found again from the records' times (its segment breaks).
+    pub fn distrust_sequences(&mut self) {
+        for p in self.procs.values_mut() {
+            for l in p.lanes.values_mut() {
+                l.distrust();
+            }
+        }
+    }
+
+    /// Events up to `ts` have been seen.
+    pub fn advance(&mut self, ts: u64) {
+        self.now = self.now.max(ts);
+    }
+
+    /// A call that may cause GPU work entered (its lane number is its entry order).
+    pub fn call_entered(&mut self, pid: u32, thread_hash: Option<u64>, name: &Arc<str>, id: i64, start: u64) {
+        let Some(h) = thread_hash else { return };
+        let p = self.procs.entry(pid).or_default();
+        let pr = p.progress.entry(h).or_insert(start);
+        *pr = (*pr).max(start);
+        if let Some(l) = p.lane((h, name.clone())) {
+            l.entered(id, start);
         }
     }
 
     /// Remembers a completed call that may have caused GPU work.
     pub fn index_call(&mut self, pid: u32, call: IndexedCall) {
         let p = self.procs.entry(pid).or_default();
+        if let Some(h) = call.thread_hash {
+            let pr = p.progress.entry(h).or_insert(call.start);
+            *pr = (*pr).max(call.start);
+            if let Some(l) = p.lane((h, call.name.clone())) {
+                if !l.returned(call.id, call.end) {
+                    l.completed(call.id, call.start, call.end);
+                }
+                l.prune(call.end.saturating_sub(KEEP_NS), MAX_LANE_CALLS);
+            }
+        }
         // Agents publish within their drain interval (100 ms by default); a call older than
         // KEEP_NS can no longer be matched and is forgotten.
         while p.calls.front().is_some_and(|c| c.end + KEEP_NS < call.end) || p.calls.len() >= MAX_CALLS_PER_PID {
-            p.calls.pop_front();
+            if let Some(c) = p.calls.pop_front() {
+                p.claimed.remove(&c.id);
+            }
         }
         p.calls.push_back(call);
     }
 
+    /// The process exec'd: its calls, lanes and numbering are gone. Ops still waiting in its
+    /// lanes are kept and retried (then written unlinked); the new image's records may reuse
+    /// their record indices.
     pub fn forget_process(&mut self, pid: u32) {
         self.procs.remove(&pid);
+        let keys: Vec<(u32, u64)> = self.parked.keys().filter(|k| k.0 == pid).copied().collect();
+        for k in keys {
+            if let Some(ws) = self.parked.remove(&k) {
+                self.pending.extend(ws);
+            }
+        }
+        self.parked_order.retain(|&(_, p, _)| p != pid);
+    }
+
+    /// Forgets lane calls that returned more than KEEP_NS ago, in every lane (lanes of threads
+    /// that went quiet are not pruned by their own calls). Lanes themselves stay: their numbering
+    /// continues when the thread (or a thread reusing its id) calls again.
+    fn prune_lanes(&mut self) {
+        let before = self.now.saturating_sub(KEEP_NS);
+        for p in self.procs.values_mut() {
+            for l in p.lanes.values_mut() {
+                l.prune(before, MAX_LANE_CALLS);
+            }
+        }
     }
 
     /// One agent batch, published by process `pid` (as the probe saw it).
     pub fn on_batch(&mut self, pid: u32, data: &[u8], asked_len: u32, now: u64, next_id: &mut dyn FnMut() -> i64, out: &mut Vec<Row>) {
         self.stats.batches += 1;
+        self.advance(now);
         if asked_len as usize != data.len() {
             // Larger than one ring-buffer record, or unreadable: the probe copied nothing usable.
             self.stats.batches_truncated += 1;
@@ -133,10 +329,13 @@ impl GpuJoiner {
             return;
         }
         if batch.header.batch_seq == 0 {
-            // A new image (exec) or a forked child: its string ids start again.
+            // A new image (exec) or a forked child: its string ids and record numbers start again.
             if let Some(p) = self.procs.get_mut(&pid) {
                 p.strings.clear();
                 p.synthesized.clear();
+                p.decided.clear();
+                p.decided_order.clear();
+                p.anchor = None;
             }
         }
         for rec in batch.records() {
@@ -152,6 +351,9 @@ impl GpuJoiner {
                 Record::Counters(c) => self.procs.entry(pid).or_default().counters = Some(c),
                 Record::Info(i) => {
                     let p = self.procs.entry(pid).or_default();
+                    if i.anchor_lo_ns != 0 && i.anchor_hi_ns >= i.anchor_lo_ns {
+                        p.anchor = Some((i.anchor_lo_ns, i.anchor_hi_ns));
+                    }
                     let status = Status::from_u8(i.status);
                     if !matches!(status, Some(Status::Active | Status::Stopped)) && !p.status_reported {
                         p.status_reported = true;
@@ -160,30 +362,136 @@ impl GpuJoiner {
                 }
                 Record::GpuOp(op) => {
                     self.stats.ops += 1;
-                    if !self.try_link(pid, &op, next_id, out, false) {
-                        if self.pending.len() >= MAX_PENDING {
-                            if let Some((p, o, _)) = self.pending.pop_front() {
-                                self.try_link(p, &o, next_id, out, true);
-                            }
-                        }
-                        self.pending.push_back((pid, op, now));
-                    }
+                    let w = (pid, op, self.now);
+                    let t = self.try_link(&w, next_id, out, false, false);
+                    self.wait(w, t);
+                    self.bound(next_id, out);
                 }
             }
         }
     }
 
-    /// Retries operations whose call had not returned yet; gives up on old ones (or all, at
-    /// the end of the trace).
-    pub fn retry_pending(&mut self, now: u64, finish: bool, next_id: &mut dyn FnMut() -> i64, out: &mut Vec<Row>) {
-        let n = self.pending.len();
-        for _ in 0..n {
-            let Some((pid, op, seen)) = self.pending.pop_front() else { break };
-            let give_up = finish || now.saturating_sub(seen) > PENDING_GIVE_UP_NS;
-            if !self.try_link(pid, &op, next_id, out, give_up) {
-                self.pending.push_back((pid, op, seen));
+    /// Puts an op that has to wait where it waits.
+    fn wait(&mut self, w: Waiter, t: Try) {
+        match t {
+            Try::Done => {}
+            Try::Later => self.pending.push_back(w),
+            Try::NotBefore(at) => {
+                self.unready_n += 1;
+                self.unready.push(Reverse(Unready { at, n: self.unready_n, w }));
+            }
+            Try::Parked => {
+                let key = (w.0, w.1.record_index);
+                let e = self.parked.entry(key).or_default();
+                if e.is_empty() {
+                    self.parked_order.push_back((w.2, key.0, key.1));
+                }
+                e.push(w);
             }
         }
+    }
+
+    fn waiting(&self) -> usize {
+        self.pending.len() + self.unready.len() + self.parked_order.len()
+    }
+
+    /// Keeps the waiting ops bounded: the oldest is decided as things stand.
+    fn bound(&mut self, next_id: &mut dyn FnMut() -> i64, out: &mut Vec<Row>) {
+        while self.waiting() > MAX_PENDING {
+            if let Some(w) = self.pending.pop_front() {
+                self.try_link(&w, next_id, out, true, true);
+            } else if let Some(Reverse(u)) = self.unready.pop() {
+                self.try_link(&u.w, next_id, out, true, true);
+            } else if let Some((_, pid, rec)) = self.parked_order.pop_front() {
+                self.give_up_parked(pid, rec, next_id, out);
+            } else {
+                break;
+            }
+        }
+    }
+
+    /// Retries operations whose call had not returned yet (or whose numbering was undecided);
+    /// gives up on old ones, or on all at the end of the trace (`finish`: every event is in).
+    pub fn retry_pending(&mut self, now: u64, finish: bool, next_id: &mut dyn FnMut() -> i64, out: &mut Vec<Row>) {
+        self.advance(now);
+        if self.now.saturating_sub(self.last_prune) > 1_000_000_000 {
+            self.last_prune = self.now;
+            self.prune_lanes();
+        }
+        let passes: &[bool] = if finish { &[false, true] } else { &[false] };
+        for &last in passes {
+            // Ops whose time came (all of them at the end).
+            while self.unready.peek().is_some_and(|u| finish || u.0.at <= self.now) {
+                let Some(Reverse(u)) = self.unready.pop() else { break };
+                let give_up = last || self.now.saturating_sub(u.w.2) > PENDING_GIVE_UP_NS;
+                let t = self.try_link(&u.w, next_id, out, finish, give_up);
+                self.wait(u.w, t);
+            }
+            let n = self.pending.len();
+            for _ in 0..n {
+                let Some(w) = self.pending.pop_front() else { break };
+                let give_up = last || self.now.saturating_sub(w.2) > PENDING_GIVE_UP_NS;
+                let t = self.try_link(&w, next_id, out, finish, give_up);
+                self.wait(w, t);
+            }
+            // Records whose lane never decided them: by time alone.
+            while let Some(&(seen, pid, rec)) = self.parked_order.front() {
+                if !(last || self.now.saturating_sub(seen) > PENDING_GIVE_UP_NS) {
+                    break;
+                }
+                self.parked_order.pop_front();
+                self.give_up_parked(pid, rec, next_id, out);
+            }
+        }
+    }
+
+    /// A parked record's lane did not decide it in time: decided by time within the lane.
+    fn give_up_parked(&mut self, pid: u32, rec: u64, next_id: &mut dyn FnMut() -> i64, out: &mut Vec<Row>) {
+        let Some(ws) = self.parked.remove(&(pid, rec)) else { return };
+        let Some(first) = ws.first() else { return };
+        let op = first.1;
+        let (cs, ce, tol) = self.cpu_window(pid, &op);
+        let d = match self.procs.get_mut(&pid) {
+            Some(p) => {
+                let name = p.strings.get(&op.api_name_id).cloned();
+                let d = match name.and_then(|n| p.lanes.get_mut(&(op.thread_id, n))) {
+                    Some(lane) => {
+                        lane.forget_waiting(rec);
+                        by_time_in(lane, rec, cs, ce, tol)
+                    }
+                    None => Decision::Unlinked(LinkKind::UnlinkedNoCall),
+                };
+                p.remember(rec, d);
+                d
+            }
+            None => Decision::Unlinked(LinkKind::UnlinkedNoThread),
+        };
+        for w in ws {
+            self.emit(pid, &w.1, d, cs, ce, next_id, out);
+        }
+    }
+
+    /// Emits the parked ops of records a lane just decided.
+    fn release(&mut self, pid: u32, decided: &[(u64, Decision)], next_id: &mut dyn FnMut() -> i64, out: &mut Vec<Row>) {
+        for &(rec, d) in decided {
+            if let Some(ws) = self.parked.remove(&(pid, rec)) {
+                for w in ws {
+                    let (cs, ce, _) = self.cpu_window(pid, &w.1);
+                    self.emit(pid, &w.1, d, cs, ce, next_id, out);
+                }
+            }
+        }
+    }
+
+    /// The profiler's timing of the op's call on the trace clock, and the tolerance.
+    fn cpu_window(&self, pid: u32, op: &GpuOp) -> (u64, u64, u64) {
+        // HSA ops carry the submission instant instead (inside the launching call, same thread,
+        // CLOCK_MONOTONIC = the probes' clock): contained without slack, or a call that starts
+        // right after the launch returned would make it ambiguous.
+        let submit = op.flags & agent::OP_SUBMIT_TIME != 0;
+        let (cs, ce) = (self.to_trace_clock(pid, op.cpu_clock, op.cpu_start_ns), self.to_trace_clock(pid, op.cpu_clock, op.cpu_end_ns));
+        let tol = if submit && op.flags & agent::OP_HAS_CPU_TIMES == 0 { 0 } else { self.offset(pid).1 + SLACK_NS };
+        (cs, ce, tol)
     }
 
     fn offset(&self, pid: u32) -> (i64, u64) {
@@ -198,25 +506,120 @@ impl GpuJoiner {
         }
     }
 
-    /// Links (or, if `give_up`, writes unlinked) one operation. Returns false if it should wait.
-    fn try_link(&mut self, pid: u32, op: &GpuOp, next_id: &mut dyn FnMut() -> i64, out: &mut Vec<Row>, give_up: bool) -> bool {
-        // HSA ops carry the submission instant instead (inside the launching call, same thread,
-        // CLOCK_MONOTONIC = the probes' clock): contained without slack, or a call that starts
-        // right after the launch returned would make it ambiguous.
+    /// Links (or, if `give_up`, writes unlinked) one operation; says how it waits otherwise.
+    /// `all_in`: every event of the trace has been seen.
+    fn try_link(&mut self, w: &Waiter, next_id: &mut dyn FnMut() -> i64, out: &mut Vec<Row>, all_in: bool, give_up: bool) -> Try {
+        let (pid, op) = (w.0, &w.1);
+        let (cs, ce, tol) = self.cpu_window(pid, op);
+        // CLR and CUPTI ops name their API record (record index / correlation id); HSA ops do not.
+        let identity = matches!(Source::from_u8(op.source), Some(Source::Clr | Source::Cupti)) && op.flags & agent::OP_HAS_CPU_TIMES != 0;
+        if identity {
+            if let Some(&d) = self.procs.get(&pid).and_then(|p| p.decided.get(&op.record_index)) {
+                self.emit(pid, op, d, cs, ce, next_id, out);
+                return Try::Done;
+            }
+            if !give_up && self.parked.contains_key(&(pid, op.record_index)) {
+                return Try::Parked; // the record's other ops wait in its lane already
+            }
+        }
+        let by_number = op.source == Source::Clr as u8
+            && op.flags & (agent::OP_HAS_THREAD_SEQ | agent::OP_HAS_THREAD_HASH | agent::OP_HAS_CPU_TIMES)
+                == agent::OP_HAS_THREAD_SEQ | agent::OP_HAS_THREAD_HASH | agent::OP_HAS_CPU_TIMES
+            && self.procs.get(&pid).is_some_and(|p| !p.lanes.is_empty() && !p.lanes_full && p.strings.contains_key(&op.api_name_id));
+        let decision = if by_number {
+            // Every call of the thread that entered before the record's call ended must be in.
+            let ready = ce.saturating_add(READY_NS);
+            if !(all_in || give_up || self.now >= ready) {
+                return Try::NotBefore(ready);
+            }
+            let (mine, others) = self.decide_by_number(pid, op, cs, ce, tol, give_up);
+            self.release(pid, &others, next_id, out);
+            match mine {
+                Some(d) => d,
+                None => return Try::Parked,
+            }
+        } else {
+            match self.decide_by_time(pid, op, cs, ce, tol, identity, give_up) {
+                Some(d) => d,
+                None => return Try::Later,
+            }
+        };
+        if identity {
+            if let Some(p) = self.procs.get_mut(&pid) {
+                p.remember(op.record_index, decision);
+            }
+        }
+        self.emit(pid, op, decision, cs, ce, next_id, out);
+        Try::Done
+    }
+
+    /// The sequence join (see [`super::sequence`]): this record's decision (None: it waits in
+    /// its lane) and those of other records of the lane it settled.
+    fn decide_by_number(&mut self, pid: u32, op: &GpuOp, cs: u64, ce: u64, tol: u64, give_up: bool) -> (Option<Decision>, Vec<(u64, Decision)>) {
+        let probes_since = self.probes_since;
+        let Some(p) = self.procs.get_mut(&pid) else { return (Some(Decision::Unlinked(LinkKind::UnlinkedNoThread)), Vec::new()) };
+        let Some(name) = p.strings.get(&op.api_name_id).cloned() else { return (Some(Decision::Unlinked(LinkKind::UnlinkedNoCall)), Vec::new()) };
+        let anchor = p.anchor.filter(|&(lo, _)| lo > probes_since);
+        let seen_thread = p.progress.contains_key(&op.thread_id);
+        let Some(lane) = p.lanes.get_mut(&(op.thread_id, name)) else {
+            // Every call of the thread that entered before the record's call ended is in: the
+            // call was not traced (or the thread never was).
+            let why = if seen_thread { LinkKind::UnlinkedNoCall } else { LinkKind::UnlinkedNoThread };
+            return (Some(Decision::Unlinked(why)), Vec::new());
+        };
+        let q = Query { record: op.record_index, seq: op.thread_seq, epoch: op.seq_epoch, cs, ce, tol };
+        let placement = lane.place(&q, anchor, &mut self.stats.sequence);
+        let mut decided: Vec<(u64, Decision)> = lane
+            .take_orphans()
+            .into_iter()
+            .filter(|w| w.record != op.record_index)
+            .map(|w| (w.record, by_time_in(lane, w.record, w.cs, w.ce, w.tol)))
+            .collect();
+        let mine = match placement {
+            Placement::Linked { id, kind, resolved } => {
+                decided.extend(resolved.into_iter().map(|(r, cid)| (r, Decision::Call(cid, kind))));
+                Some(Decision::Call(id, kind))
+            }
+            Placement::Open if give_up => {
+                lane.forget_waiting(op.record_index);
+                Some(by_time_in(lane, op.record_index, cs, ce, tol))
+            }
+            Placement::Open => None,
+            Placement::Broken => Some(by_time_in(lane, op.record_index, cs, ce, tol)),
+            Placement::NoWindow => Some(Decision::Unlinked(LinkKind::UnlinkedNoCall)),
+        };
+        for &(r, d) in &decided {
+            p.remember(r, d);
+        }
+        (mine, decided)
+    }
+
+    /// The time join; None: wait.
+    #[allow(clippy::too_many_arguments)]
+    fn decide_by_time(&mut self, pid: u32, op: &GpuOp, cs: u64, ce: u64, tol: u64, identity: bool, give_up: bool) -> Option<Decision> {
         let submit = op.flags & agent::OP_SUBMIT_TIME != 0;
         let has_cpu = op.flags & agent::OP_HAS_CPU_TIMES != 0 || submit;
-        let (cs, ce) = (self.to_trace_clock(pid, op.cpu_clock, op.cpu_start_ns), self.to_trace_clock(pid, op.cpu_clock, op.cpu_end_ns));
-        let tol = if submit && op.flags & agent::OP_HAS_CPU_TIMES == 0 { 0 } else { self.offset(pid).1 + SLACK_NS };
-        let Some(p) = self.procs.get(&pid) else {
-            return give_up && self.write_unlinked(pid, op, cs, ce, next_id, out);
+        let Some(p) = self.procs.get_mut(&pid) else {
+            return give_up.then_some(Decision::Unlinked(LinkKind::UnlinkedNoThread));
         };
         let api_name = p.strings.get(&op.api_name_id).cloned();
         let cupti = op.source == agent::Source::Cupti as u8;
         let fam = api_name.as_deref().and_then(cupti_family);
-        let mut found: Option<&IndexedCall> = None;
+        let same_thread = |c: &IndexedCall| {
+            if op.flags & agent::OP_TID_KNOWN != 0 && c.tid != op.tid {
+                return false;
+            }
+            if op.flags & agent::OP_HAS_THREAD_HASH != 0 {
+                if let Some(h) = c.thread_hash {
+                    return h == op.thread_id;
+                }
+            }
+            true
+        };
+        let mut found: Option<usize> = None;
         let mut ambiguous = false;
         let mut newest_end = 0u64;
-        for c in p.calls.iter().rev() {
+        for (i, c) in p.calls.iter().enumerate().rev() {
             newest_end = newest_end.max(c.end);
             if has_cpu && c.end + tol < cs {
                 break; // calls are in completion order; older ones cannot contain it
@@ -226,15 +629,8 @@ impl GpuJoiner {
             if has_cpu && !(contains || nested) {
                 continue;
             }
-            if op.flags & agent::OP_TID_KNOWN != 0 && c.tid != op.tid {
+            if !same_thread(c) {
                 continue;
-            }
-            if op.flags & agent::OP_HAS_THREAD_HASH != 0 {
-                if let Some(h) = c.thread_hash {
-                    if h != op.thread_id {
-                        continue;
-                    }
-                }
             }
             if let Some(n) = &api_name {
                 let same = n.as_ref() == c.name.as_ref();
@@ -242,35 +638,67 @@ impl GpuJoiner {
                     continue;
                 }
             }
+            if identity && p.claimed.get(&c.id).is_some_and(|&r| r != op.record_index) {
+                continue; // another record's call
+            }
             if found.is_some() {
                 ambiguous = true;
                 break;
             }
-            found = Some(c);
+            found = Some(i);
             if !has_cpu {
                 break;
             }
         }
         if ambiguous {
-            self.stats.ops_ambiguous += 1;
-            return self.write_unlinked(pid, op, cs, ce, next_id, out);
+            // Another record may still take one of them (its ops not in yet): wait, for records
+            // that can claim; HSA ops cannot.
+            return (!identity || give_up).then_some(Decision::Unlinked(LinkKind::UnlinkedAmbiguous));
         }
         match found {
-            Some(c) => {
-                let id = c.id;
-                self.stats.ops_linked += 1;
-                out.push(Row::Op(self.op_row(pid, op, id, Some(id))));
-                true
+            Some(i) => {
+                let id = p.calls[i].id;
+                if identity {
+                    p.claimed.insert(id, op.record_index);
+                }
+                Some(Decision::Call(id, LinkKind::Time))
             }
             // The call may still be open (its return not decoded yet): wait, unless told not to.
-            None if !give_up && (!has_cpu || newest_end < ce) => false,
-            None => self.write_unlinked(pid, op, cs, ce, next_id, out),
+            None if !give_up && (!has_cpu || newest_end < ce) => None,
+            None => {
+                let seen = p.calls.iter().any(same_thread);
+                Some(Decision::Unlinked(if seen { LinkKind::UnlinkedNoCall } else { LinkKind::UnlinkedNoThread }))
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn emit(&mut self, pid: u32, op: &GpuOp, d: Decision, cs: u64, ce: u64, next_id: &mut dyn FnMut() -> i64, out: &mut Vec<Row>) {
+        match d {
+            Decision::Call(id, kind) => {
+                self.stats.ops_linked += 1;
+                match kind {
+                    LinkKind::Correlation => self.stats.ops_linked_correlation += 1,
+                    LinkKind::Sequence => self.stats.ops_linked_sequence += 1,
+                    _ => self.stats.ops_linked_time += 1,
+                }
+                out.push(Row::Op(self.op_row(pid, op, id, Some(id), kind)));
+            }
+            Decision::Unlinked(why) => {
+                match why {
+                    LinkKind::UnlinkedAmbiguous => self.stats.ops_ambiguous += 1,
+                    LinkKind::UnlinkedNoThread => self.stats.ops_unlinked_no_thread += 1,
+                    _ => self.stats.ops_unlinked_no_call += 1,
+                }
+                self.write_unlinked(pid, op, cs, ce, why, next_id, out);
+            }
         }
     }
 
     /// Writes an operation whose call the eBPF side did not see (or could not single out), with
     /// the profiler's record of that call as an API row of its own.
-    fn write_unlinked(&mut self, pid: u32, op: &GpuOp, cs: u64, ce: u64, next_id: &mut dyn FnMut() -> i64, out: &mut Vec<Row>) -> bool {
+    #[allow(clippy::too_many_arguments)]
+    fn write_unlinked(&mut self, pid: u32, op: &GpuOp, cs: u64, ce: u64, why: LinkKind, next_id: &mut dyn FnMut() -> i64, out: &mut Vec<Row>) {
         self.stats.ops_unlinked += 1;
         let mut api = None;
         if op.flags & agent::OP_HAS_CPU_TIMES != 0 {
@@ -295,11 +723,10 @@ impl GpuJoiner {
             };
             api = Some(id);
         }
-        out.push(Row::Op(self.op_row(pid, op, api.unwrap_or(0), api)));
-        true
+        out.push(Row::Op(self.op_row(pid, op, api.unwrap_or(0), api, why)));
     }
 
-    fn op_row(&self, pid: u32, op: &GpuOp, correlation_id: i64, api_id: Option<i64>) -> OpRow {
+    fn op_row(&self, pid: u32, op: &GpuOp, correlation_id: i64, api_id: Option<i64>, link: LinkKind) -> OpRow {
         let (start, end) = (self.to_trace_clock(pid, op.gpu_clock, op.gpu_begin_ns), self.to_trace_clock(pid, op.gpu_clock, op.gpu_end_ns));
         let kind = OpKind::from_u8(op.op);
         let name = self.procs.get(&pid).and_then(|p| p.strings.get(&op.kernel_name_id)).map(|s| s.to_string());
@@ -319,6 +746,7 @@ impl GpuJoiner {
             op_type,
             correlation_id,
             api_id,
+            link: Some(link),
         }
     }
 
@@ -348,6 +776,15 @@ pub fn cupti_family(name: &str) -> Option<u8> {
         Some(4)
     } else {
         None
+    }
+}
+
+/// Time alone within a lane (the records a sequence could not place).
+fn by_time_in(lane: &mut Lane, record: u64, cs: u64, ce: u64, tol: u64) -> Decision {
+    match lane.by_time(record, cs, ce, tol) {
+        Ok(id) => Decision::Call(id, LinkKind::Time),
+        Err(0) => Decision::Unlinked(LinkKind::UnlinkedNoCall),
+        Err(_) => Decision::Unlinked(LinkKind::UnlinkedAmbiguous),
     }
 }
 

@@ -12,6 +12,7 @@ pub mod calls;
 pub mod gpu;
 pub mod markers;
 pub mod rows;
+pub mod sequence;
 pub mod thread_hash;
 
 use std::collections::HashMap;
@@ -98,11 +99,13 @@ impl Joiner {
         match ev {
             Event::Enter(e) => {
                 self.saw_process(e.hdr.pid_tgid, e.hdr.ts_ns, out);
-                self.pairer.enter(&e, None);
+                let id = self.pairer.enter(&e, None);
+                self.gpu_entered(&e, id);
             }
             Event::StringEnter(e, text) => {
                 self.saw_process(e.hdr.pid_tgid, e.hdr.ts_ns, out);
-                self.pairer.enter(&e, Some(text));
+                let id = self.pairer.enter(&e, Some(text));
+                self.gpu_entered(&e, id);
             }
             Event::Exit(x) => {
                 self.last_ts = self.last_ts.max(x.hdr.ts_ns);
@@ -168,9 +171,20 @@ impl Joiner {
                 self.stats.agent_batches += 1;
                 self.stats.agent_bytes += data.len() as u64;
                 let pid = (h.pid_tgid >> 32) as u32;
+                self.gpu.advance(self.last_ts);
                 let pairer = &mut self.pairer;
                 self.gpu.on_batch(pid, &data, len, h.ts_ns, &mut || pairer.alloc_id(), out);
             }
+        }
+    }
+
+    /// A call that can cause GPU work entered: its place in its thread's order (the GPU join).
+    fn gpu_entered(&mut self, e: &rtl_common::ApiEnter, id: i64) {
+        let api = e.hdr.api_id as usize;
+        let (Some(name), Some(spec)) = (self.names.get(api), self.specs.get(api)) else { return };
+        if spec.gpu_work {
+            let pid = (e.hdr.pid_tgid >> 32) as u32;
+            self.gpu.call_entered(pid, gpu::thread_hash_of(e.fsbase), name, id, e.hdr.ts_ns);
         }
     }
 

@@ -73,6 +73,33 @@ pub struct CopyRow {
     pub sync: bool,
 }
 
+/// How a GPU op was linked to its API call (`rtl_op.link`; docs/trace-format.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(i64)]
+pub enum LinkKind {
+    /// Not linked to a traced call, the thread was never seen by the probes (the op's API row
+    /// is the profiler's record, `rtl_api.status` 5).
+    UnlinkedNoThread = 0,
+    /// By an identity both sides count: the record's per-thread, per-API number since the
+    /// profiler session began, matched to the traced call with that number; time only checked.
+    Correlation = 1,
+    /// By order: the offset between the record numbers and the traced calls' numbers, found from
+    /// the records' time windows; each call taken by one record.
+    Sequence = 2,
+    /// By time alone: the one call (of the thread and API) whose interval fits the profiler's.
+    Time = 3,
+    /// Not linked: the thread was seen, but no traced call fits the record.
+    UnlinkedNoCall = 4,
+    /// Not linked: more than one call fits and nothing else tells them apart.
+    UnlinkedAmbiguous = 5,
+}
+
+impl LinkKind {
+    pub fn is_linked(self) -> bool {
+        matches!(self, Self::Correlation | Self::Sequence | Self::Time)
+    }
+}
+
 /// `rocpd_op` (+ a `rocpd_api_ops` link when `api_id` is known).
 #[derive(Debug, Clone)]
 pub struct OpRow {
@@ -85,6 +112,8 @@ pub struct OpRow {
     pub op_type: &'static str,
     pub correlation_id: i64,
     pub api_id: Option<i64>,
+    /// GPU ops: how `api_id` was found (an `rtl_op` row); None for markers.
+    pub link: Option<LinkKind>,
 }
 
 /// `rtl_process`.

@@ -40,6 +40,7 @@ pub const MERGED_TABLES: &[&str] = &[
     "rocpd_counter",
     "rocpd_stackframe",
     "rtl_api",
+    "rtl_op",
     "rtl_process",
     "rtl_library",
     "rocpd_metadata",
@@ -330,6 +331,7 @@ pub fn merge(inputs: &[PathBuf], out: &Path, out_host_tag: bool) -> Result<Merge
                      ON CONFLICT (apiName_id) DO NOTHING",
                     s("apiName_id")
                 ))?;
+                named("INSERT INTO main.rtl_op (op_id, link) SELECT op_id + :ooff, link FROM src.rtl_op".into())?;
                 let procs_before = count(&c, "main.rtl_process")?;
                 named(
                     "INSERT INTO main.rtl_process (pid, ppid, exe, cmdline, first_ns, last_ns, exited)

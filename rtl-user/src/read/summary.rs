@@ -201,6 +201,9 @@ pub struct Summary {
     pub unclosed_by_reason: BTreeMap<String, i64>,
     /// Calls recorded by the in-process profiler only (`rtl_api.status` 5).
     pub profiler_only_apis: i64,
+    /// GPU ops by how they were linked (`rtl_op.link`: correlation, sequence, time, unlinked
+    /// reasons); empty for a trace without `rtl_op` rows.
+    pub gpu_links: BTreeMap<String, i64>,
     pub api_errors: i64,
     /// Errors by API and return code, most frequent first.
     pub errors: Vec<ErrorRow>,
@@ -962,7 +965,26 @@ pub fn summary_data(db: &Path, top: usize) -> Result<Summary> {
     drop(rows);
     s.processes = procs.into_values().collect();
 
-    // Links.
+    // Links, and how they were made.
+    let has_links: bool =
+        conn.query_row("SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'rtl_op'", [], |r| r.get(0))?;
+    let q = if has_links { "SELECT link, count(*) FROM rtl_op GROUP BY link" } else { "SELECT 0, 0 WHERE false" };
+    let mut st = conn.prepare(q)?;
+    let mut rows = st.query([])?;
+    while let Some(r) = rows.next()? {
+        let (link, n): (i64, i64) = (r.get(0)?, r.get(1)?);
+        let name = match link {
+            1 => "correlation",
+            2 => "sequence",
+            3 => "time",
+            0 => "unlinked: thread never seen",
+            4 => "unlinked: no call fits",
+            5 => "unlinked: ambiguous",
+            _ => "unknown",
+        };
+        *s.gpu_links.entry(name.to_string()).or_default() += n;
+    }
+    drop(rows);
     s.links = scans.links;
     s.unlinked_gpu_ops = (s.gpu_ops - scans.linked_ops).max(0);
     let l = &scans.latency;
@@ -1040,6 +1062,7 @@ impl Summary {
                 "unclosed_apis": self.unclosed_apis,
                 "unclosed_by_reason": self.unclosed_by_reason,
                 "profiler_only_apis": self.profiler_only_apis,
+                "gpu_links": self.gpu_links,
                 "api_errors": self.api_errors,
                 "errors": self.errors.iter().map(|e| json!({
                     "api": e.api, "ret": e.code, "error": e.code_name, "calls": e.count,
@@ -1379,6 +1402,10 @@ fn write_text(s: &Summary, out: &mut dyn Write) -> Result<()> {
             }
         )?,
         None => writeln!(out, "Launch latency: no API->op links in this trace")?,
+    }
+    if !s.gpu_links.is_empty() {
+        let by: Vec<String> = s.gpu_links.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        writeln!(out, "GPU op links (how each op's API call was found): {}", by.join(", "))?;
     }
     writeln!(out)?;
     writeln!(out, "Lost or incomplete data")?;

@@ -10,7 +10,8 @@
 pub const RPD_SCHEMA_VERSION: &str = "3";
 /// Version of rtl-ebpf's own additions (`rtl_schema_version`); bump on any change and migrate.
 /// 2: `rtl_api_meaning` (what `ret` and `a0..a3` hold, per API), non-error returns stored by kind.
-pub const RTL_SCHEMA_VERSION: i64 = 2;
+/// 3: `rtl_op` (how each GPU op was linked to its API call).
+pub const RTL_SCHEMA_VERSION: i64 = 3;
 
 /// Tables. Written so that running it on an existing file is harmless (IF NOT EXISTS).
 pub const TABLES: &str = r#"
@@ -75,6 +76,12 @@ CREATE TABLE IF NOT EXISTS rtl_api_meaning (
     ret_kind TEXT NOT NULL,
     a0 TEXT, a1 TEXT, a2 TEXT, a3 TEXT,
     hex INTEGER NOT NULL DEFAULT 0);
+-- One row per GPU op (same id as rocpd_op; markers have none): how its API call was found.
+--   link: 1 correlation (record number since the profiler session began), 2 sequence (order +
+--   time windows), 3 time alone; not linked: 0 thread never seen, 4 no call fits, 5 ambiguous
+CREATE TABLE IF NOT EXISTS rtl_op (
+    op_id INTEGER PRIMARY KEY REFERENCES rocpd_op(id),
+    link INTEGER NOT NULL);
 -- Traced processes.
 CREATE TABLE IF NOT EXISTS rtl_process (
     pid INTEGER PRIMARY KEY, ppid INTEGER, exe TEXT, cmdline TEXT,

@@ -287,6 +287,10 @@ impl TraceWriter {
                                     tx.prepare_cached("INSERT INTO rocpd_api_ops (api_id, op_id) VALUES (?1, ?2)")?
                                         .execute(params![api, op_id])?;
                                 }
+                                if let Some(link) = o.link {
+                                    tx.prepare_cached("INSERT INTO rtl_op (op_id, link) VALUES (?1, ?2)")?
+                                        .execute(params![op_id, link as i64])?;
+                                }
                                 ops += 1;
                             }
                             Row::Process(p) => {

@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <functional>
 #include <mutex>
+#include <new>
 #include <string>
 #include <thread>
 #include <time.h>
@@ -111,9 +112,21 @@ struct Json {
 
 // ---------------------------------------------------------------- ground truth
 // ROCM_SIM_TRUTH=FILE: one JSON object per line, appended with O_APPEND and one write() each.
+// A library may turn on per-thread buffering (`buffer(cap)`): each thread then collects its
+// lines and writes them, whole lines only, with one write() once `cap` bytes wait, when the
+// thread exits and at `flush_all()` (library exit). Lines of one thread stay in order; lines of
+// different threads interleave in larger blocks. A process ended by _exit or a signal loses
+// the lines still buffered.
+struct TruthBuf {
+  std::mutex m;
+  std::string s;
+};
 struct Truth {
   int fd = -1;
   bool on = false;
+  size_t cap = 0;  // 0: every line written at once
+  std::mutex reg;
+  std::vector<TruthBuf*> bufs;
   Truth() {
     const char* p = env_str("ROCM_SIM_TRUTH");
     if (p) {
@@ -122,13 +135,66 @@ struct Truth {
       if (!on) fprintf(stderr, "rocm-sim: cannot open ROCM_SIM_TRUTH=%s: %s\n", p, strerror(errno));
     }
   }
-  void write_line(const std::string& line) {
-    if (!on) return;
-    const char* d = line.data();
-    size_t n = line.size();
+  void write_raw(const char* d, size_t n) {
     // A single write() with O_APPEND is atomic for regular files on Linux.
     ssize_t w = ::write(fd, d, n);
     (void)w;
+  }
+  void buffer(size_t bytes) { cap = bytes; }
+  TruthBuf* mine() {
+    struct Owner {
+      Truth* t = nullptr;
+      TruthBuf* b = nullptr;
+      ~Owner() {  // thread exit: write what this thread collected
+        if (!b) return;
+        std::lock_guard<std::mutex> g(b->m);
+        if (!b->s.empty()) t->write_raw(b->s.data(), b->s.size());
+        b->s.clear();
+      }
+    };
+    static thread_local Owner o;
+    if (!o.b) {
+      o.t = this;
+      o.b = new TruthBuf();  // kept (in `bufs`) until exit: flush_all may still visit it
+      o.b->s.reserve(cap + 512);
+      std::lock_guard<std::mutex> g(reg);
+      bufs.push_back(o.b);
+    }
+    return o.b;
+  }
+  void write_line(const std::string& line) {
+    if (!on) return;
+    if (!cap) {
+      write_raw(line.data(), line.size());
+      return;
+    }
+    TruthBuf* b = mine();
+    std::lock_guard<std::mutex> g(b->m);
+    b->s += line;
+    if (b->s.size() >= cap) {
+      write_raw(b->s.data(), b->s.size());
+      b->s.clear();
+    }
+  }
+  // Library exit: write every thread's buffered lines.
+  void flush_all() {
+    if (!on || !cap) return;
+    std::lock_guard<std::mutex> g(reg);
+    for (TruthBuf* b : bufs) {
+      std::lock_guard<std::mutex> gb(b->m);
+      if (!b->s.empty()) write_raw(b->s.data(), b->s.size());
+      b->s.clear();
+    }
+  }
+  // In a forked child: every buffered line is the parent's (it writes them); locks held by
+  // parent threads at the fork are released.
+  void forget_in_child() {
+    if (!cap) return;
+    new (&reg) std::mutex();
+    for (TruthBuf* b : bufs) {
+      new (&b->m) std::mutex();
+      b->s.clear();
+    }
   }
 };
 static inline Truth& truth() {

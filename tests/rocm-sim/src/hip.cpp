@@ -2187,8 +2187,17 @@ EXPORT hipError_t hipPointerGetAttributes(hipPointerAttribute_t* a, const void* 
 }
 
 // ---- library lifetime
-__attribute__((constructor)) static void hip_sim_ctor() { prof::init(); }
+__attribute__((constructor)) static void hip_sim_ctor() {
+  prof::init();
+  // ROCM_SIM_TRUTH_BUFFER=BYTES: per-thread truth buffers (calls ~2 us cheaper: no write() each).
+  long long tb = sim::env_ll("ROCM_SIM_TRUTH_BUFFER", 0);
+  if (tb > 0 && sim::truth().on) {
+    sim::truth().buffer(size_t(tb));
+    pthread_atfork(nullptr, nullptr, [] { sim::truth().forget_in_child(); });
+  }
+}
 __attribute__((destructor)) static void hip_sim_dtor() {
   prof::shutdown();
   if (!devices().empty()) hsa_shut_down();
+  sim::truth().flush_all();
 }

@@ -45,6 +45,21 @@ std::atomic<int64_t> g_ops_pending{0};
 std::mutex* g_ops_mtx;
 std::condition_variable* g_ops_cv;
 int64_t g_rt_offset = 0;
+// ROCM_SIM_PROFILER_JITTER_NS=J: each record's start_ns / end_ns are off by a uniform error in
+// [-J, J], drawn independently (end_ns never before start_ns): a consumer's CLOCK_REALTIME ->
+// CLOCK_MONOTONIC conversion is only good to its clock uncertainty, and back-to-back calls then
+// overlap in time.
+int64_t g_jitter_ns = 0;
+int64_t jitter() {
+  if (g_jitter_ns <= 0) return 0;
+  static thread_local uint64_t x = 0;
+  if (!x) x = sim::thread_hash() | 1;
+  x ^= x >> 12;
+  x ^= x << 25;
+  x ^= x >> 27;
+  uint64_t r = x * 0x2545f4914f6cdd1dull;
+  return int64_t(r % uint64_t(2 * g_jitter_ns + 1)) - g_jitter_ns;
+}
 std::string& out_path() { static std::string* s = new std::string(); return *s; }  // outlives static destructors
 #define g_output out_path()
 bool g_shutdown = false;
@@ -349,6 +364,7 @@ void init() {
   long long cs = sim::env_ll("ROCM_SIM_PROFILER_CHUNK", 10000);
   g_chunk_size = cs > 0 ? size_t(cs) : 10000;
   g_drain_delay_ns = uint64_t(sim::env_ll("ROCM_SIM_PROFILER_DRAIN_DELAY_US", 0)) * 1000ull;
+  g_jitter_ns = std::max<long long>(0, sim::env_ll("ROCM_SIM_PROFILER_JITTER_NS", 0));
   if (g_mode == MODE_NONE) {
     hide_symbol("hipProfilerEnableExt");
     hide_symbol("hipProfilerDisableExt");
@@ -401,7 +417,7 @@ Slot begin(const char* api_name, uint64_t th, uint64_t start_rt, void* stream) {
   }
   r->api_name = api_name;
   r->thread_id = th;
-  r->start_ns = start_rt;
+  r->start_ns = uint64_t(int64_t(start_rt) + jitter());
   r->stream = stream;
   if (g_mode == MODE_V010) r->chunk_id = s.c->id;
   s.r = r;
@@ -410,7 +426,7 @@ Slot begin(const char* api_name, uint64_t th, uint64_t start_rt, void* stream) {
 
 void end(Slot& s, uint64_t end_rt) {
   if (!s.r) return;
-  s.r->end_ns = end_rt;
+  s.r->end_ns = std::max(s.r->start_ns, uint64_t(int64_t(end_rt) + jitter()));
   if (g_mode == MODE_V0) {  // v0: bytes 56..127 are padding
     s.r->memory1 = s.r->memory2 = s.r->size = 0;
     s.r->chunk_id = 0;
