@@ -49,6 +49,11 @@ traced() {
 }
 printf "%-6s %12s %14s %14s %10s %10s\n" round none_ns multi_ns perf_ns multi_prog perf_prog
 for r in $(seq "$ROUNDS"); do
-  n=$(ns); read -r m mp < <(traced uprobe_multi); read -r p pp < <(traced perf_event)
+  # (traced runs to its end, the session's detach included, before the next measurement)
+  n=$(ns)
+  traced uprobe_multi >/tmp/probe_cost_links.m
+  traced perf_event >/tmp/probe_cost_links.p
+  read -r m mp </tmp/probe_cost_links.m
+  read -r p pp </tmp/probe_cost_links.p
   printf "%-6s %12s %14s %14s %10s %10s\n" "$r" "$n" "$m" "$p" "$mp" "$pp"
 done
