@@ -24,9 +24,12 @@ for p in json.load(sys.stdin):
         t+=p["run_time_ns"]; n+=p["run_cnt"]
 print("%.1f" % (2*t/max(n,1)))' "$1"; }
 traced() {
-  local links=$1 before
+  local links=$1 before what=(--all)
+  # "filtered": the same probes and programs, attached for another process: each call pays the
+  # trap and the process-filter lookup, then the program returns (a count-only-like floor).
+  if [ "${2:-}" = filtered ]; then what=(attach --pid $$); fi
   before=$(max_id)
-  RTL_EBPF_LINKS=$links taskset -c 1 "$RTL" --all --quiet --gpu none --apis hipBenchTarget --lib "$BENCH/librtlbench.so" \
+  RTL_EBPF_LINKS=$links taskset -c 1 "$RTL" "${what[@]}" --quiet --gpu none --apis hipBenchTarget --lib "$BENCH/librtlbench.so" \
     -o /tmp/probe_cost_links.db --force 2>/tmp/probe_cost_links.err &
   local p=$!
   for _ in $(seq 300); do grep -q "functions probed" /tmp/probe_cost_links.err && break; sleep 0.1; done
@@ -47,13 +50,15 @@ traced() {
     sleep 0.2
   done
 }
-printf "%-6s %12s %14s %14s %10s %10s\n" round none_ns multi_ns perf_ns multi_prog perf_prog
+printf "%-6s %10s %12s %12s %12s %10s %10s %10s\n" round none_ns filtered_ns multi_ns perf_ns filt_prog multi_prog perf_prog
 for r in $(seq "$ROUNDS"); do
   # (traced runs to its end, the session's detach included, before the next measurement)
   n=$(ns)
+  traced uprobe_multi filtered >/tmp/probe_cost_links.f
   traced uprobe_multi >/tmp/probe_cost_links.m
   traced perf_event >/tmp/probe_cost_links.p
+  read -r f fp </tmp/probe_cost_links.f
   read -r m mp </tmp/probe_cost_links.m
   read -r p pp </tmp/probe_cost_links.p
-  printf "%-6s %12s %14s %14s %10s %10s\n" "$r" "$n" "$m" "$p" "$mp" "$pp"
+  printf "%-6s %10s %12s %12s %12s %10s %10s %10s\n" "$r" "$n" "$f" "$m" "$p" "$fp" "$mp" "$pp"
 done
