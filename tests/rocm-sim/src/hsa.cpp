@@ -63,7 +63,12 @@ struct Config {
   int exit_mode = 0;         // 0 exit(), 1 _exit(), 2 abort()
   int exit_code = 3;
   bool device_ticks = false;  // ROCM_SIM_GPU_TICK_ORIGIN=device: dispatch times count from device start
+  uint64_t copy_base_ns = 2000;        // async copies (SDMA engines): base + bytes*1000/rate,
+  uint64_t copy_bytes_per_us = 16384;  // the same model as the HIP side's copies
   Config() {
+    copy_base_ns = uint64_t(sim::env_ll("ROCM_SIM_COPY_BASE_NS", 2000));
+    copy_bytes_per_us = uint64_t(sim::env_ll("ROCM_SIM_COPY_BYTES_PER_US", 16384));
+    if (!copy_bytes_per_us) copy_bytes_per_us = 1;
     const char* to = sim::env_str("ROCM_SIM_GPU_TICK_ORIGIN");
     device_ticks = to && strcmp(to, "device") == 0;
     devices = int(sim::env_ll("ROCM_SIM_DEVICES", 8));
@@ -199,8 +204,10 @@ inline void after_store(Signal* s) {
 }
 
 // ------------------------------------------------------------------------------------ agents
+struct Engine;
 struct Agent {
   bool gpu = true;
+  std::atomic<Engine*> sdma{nullptr};  // the agent's copy engine (hsa_amd_memory_async_copy), started on first use
   uint64_t tick_origin = 0;  // CLOCK_MONOTONIC ns at which this GPU's tick counter was 0
   int gpu_index = -1;
   uint32_t node = 0;
@@ -227,6 +234,7 @@ struct KernelObj {
   Agent* agent = nullptr;
   uint64_t dur = 0;
   struct Executable* exe = nullptr;
+  bool blit = false;  // a HIP runtime blit kernel (__amd_rocclr_*): its cookie says what to move
 };
 std::mutex& kmtx() { static auto* m = new std::mutex(); return *m; }
 std::set<uintptr_t>& kernel_set() { static auto* s = new std::set<uintptr_t>(); return *s; }
@@ -296,12 +304,20 @@ void execute_packet(Queue* q, const uint8_t* pkt, uint32_t batch) {
       if (kernel_set().count(uintptr_t(d->kernel_object))) k = reinterpret_cast<KernelObj*>(d->kernel_object);
     }
     dur = k ? k->dur : cfg().kernel_default_ns;
+    if (k && k->blit && cookie) {
+      // A blit kernel (copy / fill): the HIP side performs the data movement and says how long
+      // it takes (the copy model), exactly as for its vendor packets.
+      rocm_sim_vendor_exec_fn ex = g_exec.load();
+      uint64_t d = ex ? ex(cookie) : 0;
+      if (d) dur = d;
+    }
   } else if (type == HSA_PACKET_TYPE_VENDOR_SPECIFIC) {
     const rocm_sim_vendor_packet_t* v = (const rocm_sim_vendor_packet_t*)pkt;
     cookie = v->cookie;
     if (v->format == ROCM_SIM_VENDOR_FORMAT && cookie) {
       rocm_sim_vendor_exec_fn ex = g_exec.load();
-      if (ex) dur = ex(cookie);
+      uint64_t d = ex ? ex(cookie) : 0;
+      if (d) dur = d;
     }
   } else if (type == HSA_PACKET_TYPE_BARRIER_AND || type == HSA_PACKET_TYPE_BARRIER_OR) {
     const hsa_barrier_and_packet_t* b = (const hsa_barrier_and_packet_t*)pkt;
@@ -807,6 +823,7 @@ hsa_status_t i_exe_load_agent_co(hsa_executable_t eh, hsa_agent_t ah, hsa_code_o
     k->agent = A(ah);
     k->dur = duration_for(n);
     k->exe = e;
+    k->blit = n.compare(0, 13, "__amd_rocclr_") == 0;
     e->syms.push_back(k);
     std::lock_guard<std::mutex> g(kmtx());
     kernel_set().insert(uintptr_t(k));
@@ -906,7 +923,16 @@ hsa_status_t i_amd_profiling_set_profiler_enabled(hsa_queue_t* qh, int enable) {
   if (q->hw) q->hw->profiling.store(enable != 0);
   return HSA_STATUS_SUCCESS;
 }
-hsa_status_t i_amd_profiling_async_copy_enable(bool) { return HSA_STATUS_SUCCESS; }
+// hsa_amd_profiling_async_copy_enable: one process-wide switch, as in ROCr. Copies submitted
+// while it is on record their start/end (HSA system domain = CLOCK_MONOTONIC ns) in their
+// completion signal.
+std::atomic<bool> g_copy_profiling{false};
+hsa_status_t i_amd_profiling_async_copy_enable(bool enable) {
+  CHECK_INIT();
+  FAILSW("hsa_amd_profiling_async_copy_enable");
+  g_copy_profiling.store(enable);
+  return HSA_STATUS_SUCCESS;
+}
 hsa_status_t i_amd_profiling_get_dispatch_time(hsa_agent_t ah, hsa_signal_t sh, hsa_amd_profiling_dispatch_time_t* t) {
   CHECK_INIT();
   if (!valid_agent(ah)) return HSA_STATUS_ERROR_INVALID_AGENT;
@@ -918,6 +944,10 @@ hsa_status_t i_amd_profiling_get_dispatch_time(hsa_agent_t ah, hsa_signal_t sh, 
   return HSA_STATUS_SUCCESS;
 }
 hsa_status_t i_amd_profiling_get_async_copy_time(hsa_signal_t sh, hsa_amd_profiling_async_copy_time_t* t) {
+  CHECK_INIT();
+  if (!sh.handle || S(sh)->magic != kSignalMagic) return HSA_STATUS_ERROR_INVALID_SIGNAL;
+  if (!t) return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+  // Async copy times are in the HSA system domain already (no per-agent tick origin).
   t->start = S(sh)->start_ts.load();
   t->end = S(sh)->end_ts.load();
   return HSA_STATUS_SUCCESS;
@@ -1003,21 +1033,176 @@ hsa_status_t i_amd_memory_fill(void* p, uint32_t v, size_t count) {
   for (size_t i = 0; i < count; i++) q[i] = v;
   return HSA_STATUS_SUCCESS;
 }
-hsa_status_t i_amd_memory_async_copy(void* dst, hsa_agent_t, const void* src, hsa_agent_t, size_t size, uint32_t nd,
-                                     const hsa_signal_t* deps, hsa_signal_t completion) {
-  std::vector<hsa_signal_t> d(deps, deps + nd);
-  std::thread([=]() {
-    for (auto s : d) signal_wait(S(s), HSA_SIGNAL_CONDITION_EQ, 0, UINT64_MAX);
-    uint64_t start = mono_ns();
-    memmove(dst, src, size);
-    sim::wait_until(start + 2000 + size / 16);
-    if (completion.handle) {
-      S(completion)->start_ts.store(start);
-      S(completion)->end_ts.store(start + 2000 + size / 16);
-      signal_sub(completion, 1);
+// ---------------- async copies: one copy engine ("SDMA") per agent
+// hsa_amd_memory_async_copy[_rect] queue a job on the engine of the GPU involved (the source's
+// for device-to-host and device-to-device, else the destination's; host-to-host: the CPU
+// agent's). The engine executes jobs one at a time, each once all its dependency signals read
+// 0, in submission order among the ready ones: start = max(now, end of the engine's previous
+// copy), duration = ROCM_SIM_COPY_BASE_NS + bytes*1000/ROCM_SIM_COPY_BYTES_PER_US. It moves the
+// bytes, records start/end in the completion signal when async copy profiling is on, reports
+// the job to the HIP side (its cookie, see rocm_sim_next_copy) and decrements the completion
+// signal by 1.
+struct CopyJob {
+  void* dst = nullptr;
+  const void* src = nullptr;
+  size_t bytes = 0;
+  bool rect = false;
+  hsa_pitched_ptr_t rdst{}, rsrc{};
+  hsa_dim3_t doff{}, soff{}, range{};
+  std::vector<hsa_signal_t> deps;
+  hsa_signal_t completion{0};
+  uint64_t cookie = 0;
+  uint32_t device = 0, queue_index = 0;
+  uint64_t hsa_queue_id = 0;
+};
+struct Engine {
+  std::mutex m;
+  std::condition_variable cv;
+  std::deque<CopyJob*> jobs;
+  uint64_t last_end = 0;
+};
+// What the HIP side says about the next async copy this thread submits (rocm_sim_next_copy).
+struct NextCopy { uint64_t cookie; uint32_t device, queue_index; uint64_t hsa_queue_id; bool set; };
+thread_local NextCopy t_next_copy{0, 0, 0, 0, false};
+
+bool deps_done(const CopyJob* j) {
+  for (hsa_signal_t d : j->deps)
+    if (S(d)->value.load() != 0) return false;
+  return true;
+}
+void run_copy(Engine* e, CopyJob* j) {
+  uint64_t start = mono_ns();
+  if (start < e->last_end) start = e->last_end;
+  uint64_t end = start + cfg().copy_base_ns + uint64_t(j->bytes) * 1000ull / cfg().copy_bytes_per_us;
+  if (j->rect) {
+    for (uint32_t z = 0; z < j->range.z; z++)
+      for (uint32_t y = 0; y < j->range.y; y++)
+        memmove((char*)j->rdst.base + j->doff.x + size_t(j->doff.y + y) * j->rdst.pitch + size_t(j->doff.z + z) * j->rdst.slice,
+                (const char*)j->rsrc.base + j->soff.x + size_t(j->soff.y + y) * j->rsrc.pitch + size_t(j->soff.z + z) * j->rsrc.slice,
+                j->range.x);
+  } else if (j->bytes) {
+    memmove(j->dst, j->src, j->bytes);
+  }
+  sim::wait_until(end);
+  e->last_end = end;
+  if (g_copy_profiling.load()) {
+    S(j->completion)->start_ts.store(start);
+    S(j->completion)->end_ts.store(end);
+  }
+  if (j->cookie) {
+    rocm_sim_complete_fn cb = g_complete.load();
+    if (cb) {
+      rocm_sim_op_timing_t t;
+      t.start_ns = start;
+      t.end_ns = end;
+      t.device = j->device;
+      t.queue_index = j->queue_index;
+      t.hsa_queue_id = j->hsa_queue_id;
+      t.packet_type = ROCM_SIM_PACKET_ASYNC_COPY;
+      t.batch = 1;
+      cb(j->cookie, &t);
     }
-  }).detach();
+  }
+  signal_sub(j->completion, 1);
+  delete j;
+}
+void engine_thread(Engine* e) {
+  for (;;) {
+    CopyJob* ready = nullptr;
+    hsa_signal_t wait_on{0};
+    {
+      std::unique_lock<std::mutex> lk(e->m);
+      while (e->jobs.empty()) e->cv.wait(lk);
+      for (auto it = e->jobs.begin(); it != e->jobs.end(); ++it) {
+        if (deps_done(*it)) {
+          ready = *it;
+          e->jobs.erase(it);
+          break;
+        }
+      }
+      if (!ready) {
+        for (hsa_signal_t d : e->jobs.front()->deps)
+          if (S(d)->value.load() != 0) { wait_on = d; break; }
+      }
+    }
+    if (ready) run_copy(e, ready);
+    else if (wait_on.handle) signal_wait(S(wait_on), HSA_SIGNAL_CONDITION_EQ, 0, 200000);  // then look again
+  }
+}
+Engine* engine_of(Agent* a) {
+  Engine* e = a->sdma.load();
+  if (e) return e;
+  static std::mutex m;
+  std::lock_guard<std::mutex> g(m);
+  e = a->sdma.load();
+  if (!e) {
+    e = new Engine();
+    std::thread(engine_thread, e).detach();
+    a->sdma.store(e);
+  }
+  return e;
+}
+hsa_status_t queue_copy(Agent* on, CopyJob* j, uint32_t nd, const hsa_signal_t* deps) {
+  for (uint32_t i = 0; i < nd; i++) j->deps.push_back(deps[i]);
+  if (t_next_copy.set) {
+    j->cookie = t_next_copy.cookie;
+    j->device = t_next_copy.device;
+    j->queue_index = t_next_copy.queue_index;
+    j->hsa_queue_id = t_next_copy.hsa_queue_id;
+    t_next_copy.set = false;
+  }
+  Engine* e = engine_of(on);
+  {
+    std::lock_guard<std::mutex> g(e->m);
+    e->jobs.push_back(j);
+  }
+  e->cv.notify_one();
   return HSA_STATUS_SUCCESS;
+}
+hsa_status_t check_copy_signals(uint32_t nd, const hsa_signal_t* deps, hsa_signal_t completion) {
+  if (!completion.handle) return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+  if (S(completion)->magic != kSignalMagic) return HSA_STATUS_ERROR_INVALID_SIGNAL;
+  if (nd && !deps) return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+  for (uint32_t i = 0; i < nd; i++)
+    if (!deps[i].handle || S(deps[i])->magic != kSignalMagic) return HSA_STATUS_ERROR_INVALID_SIGNAL;
+  return HSA_STATUS_SUCCESS;
+}
+hsa_status_t i_amd_memory_async_copy(void* dst, hsa_agent_t dst_agent, const void* src, hsa_agent_t src_agent, size_t size,
+                                     uint32_t nd, const hsa_signal_t* deps, hsa_signal_t completion) {
+  CHECK_INIT();
+  FAILSW("hsa_amd_memory_async_copy");
+  if (!valid_agent(dst_agent) || !valid_agent(src_agent)) return HSA_STATUS_ERROR_INVALID_AGENT;
+  if (hsa_status_t st = check_copy_signals(nd, deps, completion)) return st;
+  if (!dst || !src) return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+  Agent* on = A(src_agent)->gpu ? A(src_agent) : A(dst_agent)->gpu ? A(dst_agent) : agents()[0];
+  CopyJob* j = new CopyJob();
+  j->dst = dst;
+  j->src = src;
+  j->bytes = size;
+  j->completion = completion;
+  return queue_copy(on, j, nd, deps);
+}
+hsa_status_t i_amd_memory_async_copy_rect(const hsa_pitched_ptr_t* dst, const hsa_dim3_t* dst_offset,
+                                          const hsa_pitched_ptr_t* src, const hsa_dim3_t* src_offset, const hsa_dim3_t* range,
+                                          hsa_agent_t copy_agent, hsa_amd_copy_direction_t dir, uint32_t nd,
+                                          const hsa_signal_t* deps, hsa_signal_t completion) {
+  CHECK_INIT();
+  FAILSW("hsa_amd_memory_async_copy_rect");
+  // "CPU agents are not supported": the copy agent is a GPU (its SDMA engine does the copy).
+  if (!valid_agent(copy_agent) || !A(copy_agent)->gpu) return HSA_STATUS_ERROR_INVALID_AGENT;
+  if (hsa_status_t st = check_copy_signals(nd, deps, completion)) return st;
+  if (!dst || !src || !dst_offset || !src_offset || !range || !dst->base || !src->base || int(dir) < 0 || int(dir) > 3)
+    return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+  CopyJob* j = new CopyJob();
+  j->rect = true;
+  j->rdst = *dst;
+  j->rsrc = *src;
+  j->doff = *dst_offset;
+  j->soff = *src_offset;
+  j->range = *range;
+  j->bytes = size_t(range->x) * range->y * range->z;
+  j->completion = completion;
+  return queue_copy(A(copy_agent), j, nd, deps);
 }
 hsa_status_t i_amd_coherency_get_type(hsa_agent_t, hsa_amd_coherency_type_t* t) { *t = HSA_AMD_COHERENCY_TYPE_COHERENT; return HSA_STATUS_SUCCESS; }
 hsa_status_t i_amd_coherency_set_type(hsa_agent_t, hsa_amd_coherency_type_t) { return HSA_STATUS_SUCCESS; }
@@ -1124,6 +1309,7 @@ void build_table() {
   x.hsa_amd_memory_pool_allocate_fn = i_amd_memory_pool_allocate;
   x.hsa_amd_memory_pool_free_fn = i_amd_memory_pool_free;
   x.hsa_amd_memory_async_copy_fn = i_amd_memory_async_copy;
+  x.hsa_amd_memory_async_copy_rect_fn = i_amd_memory_async_copy_rect;
   x.hsa_amd_agent_memory_pool_get_info_fn = i_amd_agent_memory_pool_get_info;
   x.hsa_amd_agents_allow_access_fn = i_amd_agents_allow_access;
   x.hsa_amd_memory_lock_fn = i_amd_memory_lock;
@@ -1380,6 +1566,10 @@ FWD(amd_ext, hsa_status_t, hsa_amd_memory_pool_free, (void* p), (p))
 FWD(amd_ext, hsa_status_t, hsa_amd_memory_async_copy,
     (void* d, hsa_agent_t da, const void* s, hsa_agent_t sa, size_t n, uint32_t nd, const hsa_signal_t* deps, hsa_signal_t c),
     (d, da, s, sa, n, nd, deps, c))
+FWD(amd_ext, hsa_status_t, hsa_amd_memory_async_copy_rect,
+    (const hsa_pitched_ptr_t* d, const hsa_dim3_t* doff, const hsa_pitched_ptr_t* s, const hsa_dim3_t* soff, const hsa_dim3_t* r,
+     hsa_agent_t a, hsa_amd_copy_direction_t dir, uint32_t nd, const hsa_signal_t* deps, hsa_signal_t c),
+    (d, doff, s, soff, r, a, dir, nd, deps, c))
 FWD(amd_ext, hsa_status_t, hsa_amd_agent_memory_pool_get_info,
     (hsa_agent_t a, hsa_amd_memory_pool_t p, hsa_amd_agent_memory_pool_info_t i, void* v), (a, p, i, v))
 FWD(amd_ext, hsa_status_t, hsa_amd_agents_allow_access, (uint32_t n, const hsa_agent_t* a, const uint32_t* f, const void* p), (n, a, f, p))
@@ -1396,6 +1586,17 @@ FWD(amd_ext, hsa_status_t, hsa_amd_signal_value_pointer, (hsa_signal_t s, volati
 extern "C" __attribute__((visibility("default"))) void rocm_sim_set_hooks(rocm_sim_vendor_exec_fn e, rocm_sim_complete_fn c) {
   g_exec.store(e);
   g_complete.store(c);
+}
+extern "C" __attribute__((visibility("default"))) void rocm_sim_next_copy(uint64_t cookie, const hsa_queue_t* fence_queue) {
+  NextCopy n{cookie, 0, 0, 0, true};
+  if (fence_queue && valid_queue(fence_queue)) {
+    Queue* q = Q(fence_queue);
+    Queue* hw = q->is_intercept && q->hw ? q->hw : q;
+    n.device = hw->agent && hw->agent->gpu_index >= 0 ? uint32_t(hw->agent->gpu_index) : 0;
+    n.queue_index = hw->index_in_agent;
+    n.hsa_queue_id = hw->q.id;
+  }
+  t_next_copy = n;
 }
 extern "C" __attribute__((visibility("default"))) int rocm_sim_agent_gpu_index(hsa_agent_t a) {
   if (!valid_agent(a)) return -1;
