@@ -761,7 +761,11 @@ hipError_t submit_async_copy(Stream* s, Op* op) {
       st = hsa_amd_memory_async_copy_rect(&dp, &zero, &sp, &zero, &range, d->agent, dir, 1, &marker, done);
     } else {
       hsa_agent_t dst_agent = h2d ? d->agent : g_cpu_agent, src_agent = d2h ? d->agent : g_cpu_agent;
-      st = hsa_amd_memory_async_copy(n.dst, dst_agent, n.src, src_agent, n.bytes, 1, &marker, done);
+      // As CLR on ROCm 6+: host-to-device copies on an engine it picks (SDMA engine 0 here).
+      if (h2d && rocm_sim_hsa_table_major() == 2)
+        st = rocm_sim_async_copy_on_engine(n.dst, dst_agent, n.src, src_agent, n.bytes, 1, &marker, done, 1u, false);
+      else
+        st = hsa_amd_memory_async_copy(n.dst, dst_agent, n.src, src_agent, n.bytes, 1, &marker, done);
     }
     if (st == HSA_STATUS_SUCCESS) write_packets(s, pk[1], 1, true);
   }

@@ -63,12 +63,14 @@ struct Config {
   int exit_mode = 0;         // 0 exit(), 1 _exit(), 2 abort()
   int exit_code = 3;
   bool device_ticks = false;  // ROCM_SIM_GPU_TICK_ORIGIN=device: dispatch times count from device start
+  int table_major = 1;  // ROCM_SIM_HSA_TABLE=6: tools get ROCm 6/7's AmdExtTable (major 2)
   uint64_t copy_base_ns = 2000;        // async copies (SDMA engines): base + bytes*1000/rate,
   uint64_t copy_bytes_per_us = 16384;  // the same model as the HIP side's copies
   Config() {
     copy_base_ns = uint64_t(sim::env_ll("ROCM_SIM_COPY_BASE_NS", 2000));
     copy_bytes_per_us = uint64_t(sim::env_ll("ROCM_SIM_COPY_BYTES_PER_US", 16384));
     if (!copy_bytes_per_us) copy_bytes_per_us = 1;
+    if (const char* t = sim::env_str("ROCM_SIM_HSA_TABLE")) table_major = (strcmp(t, "6") == 0 || strcmp(t, "7") == 0) ? 2 : 1;
     const char* to = sim::env_str("ROCM_SIM_GPU_TICK_ORIGIN");
     device_ticks = to && strcmp(to, "device") == 0;
     devices = int(sim::env_ll("ROCM_SIM_DEVICES", 8));
@@ -1364,11 +1366,56 @@ void make_agents() {
   }
 }
 
+// ---------------- ROCm 6/7's AmdExtTable (ROCM_SIM_HSA_TABLE=6)
+// ROCm 6.0 made the AMD extension table major 2: hsa_amd_memory_async_copy_on_engine (17) and
+// hsa_amd_memory_copy_engine_status (18) were inserted after hsa_amd_memory_async_copy (16), and
+// the hsa_amd_spm_* entries (50-52) before hsa_amd_queue_cu_get_mask (53); later steps append
+// (indices after the 16-byte version, from 1; rocprofiler-sdk's ABI checks). In this mode tools
+// get such a table: our 5.2 entries at their ROCm 6 places, on_engine implemented, the rest
+// stubs; what a tool writes there is copied back into the table the exported functions use.
+constexpr int kV1Fns = 48, kV2Fns = 73;
+struct AmdExtTableV2 {
+  ApiTableVersion version;
+  void* fn[kV2Fns];
+};
+AmdExtTableV2* g_amd2 = nullptr;
+int v2_index(int v1) { return v1 <= 16 ? v1 : v1 <= 47 ? v1 + 2 : 53; }  // 1-based
+void** v1_slots() { return reinterpret_cast<void**>(reinterpret_cast<char*>(&g_tab->amd_ext) + sizeof(ApiTableVersion)); }
+typedef uint32_t sdma_engine_id_t;  // hsa_amd_sdma_engine_id_t (ROCm 6): one bit per engine
+hsa_status_t i_amd_memory_async_copy_on_engine(void* dst, hsa_agent_t dst_agent, const void* src, hsa_agent_t src_agent,
+                                               size_t size, uint32_t nd, const hsa_signal_t* deps, hsa_signal_t completion,
+                                               sdma_engine_id_t engine, bool force_sdma) {
+  (void)force_sdma;
+  if (engine == 0 || (engine & (engine - 1))) return HSA_STATUS_ERROR_INVALID_ARGUMENT;  // exactly one engine
+  // One engine per agent here: the engine asked for is the agent's.
+  return i_amd_memory_async_copy(dst, dst_agent, src, src_agent, size, nd, deps, completion);
+}
+void build_table_v2() {
+  g_amd2 = new AmdExtTableV2();
+  g_amd2->version = g_tab->amd_ext.version;
+  g_amd2->version.major_id = 2;
+  g_amd2->version.minor_id = uint32_t(sizeof(AmdExtTableV2));
+  for (int i = 0; i < kV2Fns; i++) g_amd2->fn[i] = (void*)&unimplemented;
+  void** v1 = v1_slots();
+  for (int i = 1; i <= kV1Fns; i++) g_amd2->fn[v2_index(i) - 1] = v1[i - 1];
+  g_amd2->fn[17 - 1] = (void*)&i_amd_memory_async_copy_on_engine;
+  // the other tables say ROCm 6 too (same core layout; root major 3)
+  g_tab->core.version.major_id = 2;
+  g_tab->root.version.major_id = 3;
+  g_tab->root.amd_ext_ = reinterpret_cast<AmdExtTable*>(g_amd2);
+}
+// After a tool's OnLoad: its replacements become what the exported functions call.
+void sync_table_v2() {
+  void** v1 = v1_slots();
+  for (int i = 1; i <= kV1Fns; i++) v1[i - 1] = g_amd2->fn[v2_index(i) - 1];
+}
+
 void load_tools() {
   if (g_tools_loaded) return;
   g_tools_loaded = true;
   const char* env = sim::env_str("HSA_TOOLS_LIB");
   if (!env) return;
+  if (cfg().table_major == 2 && !g_amd2) build_table_v2();
   std::string all(env);
   std::vector<std::string> failed;
   size_t pos = 0;
@@ -1394,6 +1441,7 @@ void load_tools() {
     for (auto& f : failed) fn.push_back(f.c_str());
     fn.push_back(nullptr);
     bool ok = on(&g_tab->root, 1, failed.size(), fn.data());
+    if (g_amd2) sync_table_v2();
     if (!ok) {
       failed.push_back(lib);
       dlclose(h);
@@ -1598,6 +1646,18 @@ extern "C" __attribute__((visibility("default"))) void rocm_sim_next_copy(uint64
   }
   t_next_copy = n;
 }
+// ROCm 6's hsa_amd_memory_async_copy_on_engine, through the tools' table (ROCM_SIM_HSA_TABLE=6;
+// not an export of ROCm 5.2's library): HSA_STATUS_ERROR when the table is 5.2's.
+extern "C" __attribute__((visibility("default"))) hsa_status_t rocm_sim_async_copy_on_engine(
+    void* dst, hsa_agent_t da, const void* src, hsa_agent_t sa, size_t n, uint32_t nd, const hsa_signal_t* deps,
+    hsa_signal_t c, uint32_t engine, bool force) {
+  if (cfg().table_major != 2) return HSA_STATUS_ERROR;
+  if (!g_amd2) build_table_v2();  // no tool: the table still exists
+  typedef hsa_status_t (*Fn)(void*, hsa_agent_t, const void*, hsa_agent_t, size_t, uint32_t, const hsa_signal_t*,
+                             hsa_signal_t, uint32_t, bool);
+  return ((Fn)g_amd2->fn[17 - 1])(dst, da, src, sa, n, nd, deps, c, engine, force);
+}
+extern "C" __attribute__((visibility("default"))) int rocm_sim_hsa_table_major() { return cfg().table_major; }
 extern "C" __attribute__((visibility("default"))) int rocm_sim_agent_gpu_index(hsa_agent_t a) {
   if (!valid_agent(a)) return -1;
   return A(a)->gpu_index;

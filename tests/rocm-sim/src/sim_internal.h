@@ -1,7 +1,9 @@
 // rocm-sim: private interface between the simulated libamdhip64 and libhsa-runtime64.
 // These rocm_sim_* functions are exported by libhsa-runtime64.so.1 (the simulator's, not ROCm's).
 #pragma once
+#include <stdbool.h>
 #include <stdint.h>
+#include <stddef.h>
 #include <hsa/hsa.h>
 
 #ifdef __cplusplus
@@ -44,6 +46,12 @@ void rocm_sim_set_hooks(rocm_sim_vendor_exec_fn exec, rocm_sim_complete_fn compl
 // complete hook when the copy is done, with the device and hardware queue of `fence_queue`, the
 // queue the HIP side fences the copy on). Consumed by that call.
 void rocm_sim_next_copy(uint64_t cookie, const hsa_queue_t* fence_queue);
+// ROCM_SIM_HSA_TABLE=6: 2 (tools get ROCm 6/7's AmdExtTable), else 1 (ROCm 5.2's).
+int rocm_sim_hsa_table_major(void);
+// hsa_amd_memory_async_copy_on_engine of ROCm 6 through the tools' table (table major 2 only).
+hsa_status_t rocm_sim_async_copy_on_engine(void* dst, hsa_agent_t dst_agent, const void* src, hsa_agent_t src_agent,
+                                           size_t size, uint32_t num_deps, const hsa_signal_t* deps,
+                                           hsa_signal_t completion, uint32_t engine_id, bool force_copy_on_sdma);
 // GPU index of an agent, -1 for the CPU agent / unknown.
 int rocm_sim_agent_gpu_index(hsa_agent_t agent);
 // Duration (ns) the simulator uses for a kernel with this (mangled or demangled) name.

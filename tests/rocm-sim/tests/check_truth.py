@@ -218,14 +218,15 @@ def main():
         ntool = len(disp)
         truth_d = {}
         for o in ops:
-            if o["op"] == "dispatch" and (a.hsa_tool_graph or not o["is_graph"]):
+            # kernels, and copies / memsets the runtime ran as its blit kernels (same packets)
+            if (o["op"] == "dispatch" or o.get("engine") == "blit") and (a.hsa_tool_graph or not o["is_graph"]):
                 truth_d[(o["start"], o["end"])] = o
         for t in disp:
             o = truth_d.get((t["start"], t["end"]))
             if not o:
                 fail(f"HSA tool dispatch {t['kernel']} [{t['start']},{t['end']}] not in truth")
-            elif o.get("kernel") != t["kernel"]:
-                fail(f"HSA tool kernel name {t['kernel']} != truth {o.get('kernel')}")
+            elif o.get("kernel", o.get("blit_kernel")) != t["kernel"]:
+                fail(f"HSA tool kernel name {t['kernel']} != truth {o.get('kernel', o.get('blit_kernel'))}")
         if len(disp) != len(truth_d):
             fail(f"HSA tool captured {len(disp)} dispatches, truth has {len(truth_d)}")
         if not summ:
