@@ -600,10 +600,11 @@ KernelEntry* blit_kernel(BlitKind b) {
   }();
   return ks[b];
 }
-// Copies with a host side go to a copy engine (outside graphs); the rest are blit kernels.
+// Copies between host and device go to a copy engine (outside graphs); the rest (device to
+// device, host to host, every copy inside a graph) are blit kernels.
 bool host_side_copy(const Node& n) {
   switch (n.prof_kind) {
-    case hipGpuCopyH2D: case hipGpuCopyH2DRect: case hipGpuCopyD2H: case hipGpuCopyD2HRect: case hipGpuCopyUnknown: return true;
+    case hipGpuCopyH2D: case hipGpuCopyH2DRect: case hipGpuCopyD2H: case hipGpuCopyD2HRect: return true;
     default: return false;
   }
 }
@@ -757,7 +758,7 @@ hipError_t submit_async_copy(Stream* s, Op* op) {
     if (n.is2d) {
       hsa_pitched_ptr_t dp{n.dst, n.dpitch, n.dpitch * n.height}, sp{const_cast<void*>(n.src), n.spitch, n.spitch * n.height};
       hsa_dim3_t zero{0, 0, 0}, range{uint32_t(n.width), uint32_t(n.height), 1};
-      hsa_amd_copy_direction_t dir = h2d ? hsaHostToDevice : d2h ? hsaDeviceToHost : hsaHostToHost;
+      hsa_amd_copy_direction_t dir = h2d ? hsaHostToDevice : hsaDeviceToHost;
       st = hsa_amd_memory_async_copy_rect(&dp, &zero, &sp, &zero, &range, d->agent, dir, 1, &marker, done);
     } else {
       hsa_agent_t dst_agent = h2d ? d->agent : g_cpu_agent, src_agent = d2h ? d->agent : g_cpu_agent;

@@ -89,9 +89,9 @@ def main():
             want = a.copy_base_ns + o["bytes"] * 1000 // a.copy_bytes_per_us
             if d != want:
                 fail(f"{o['op']} duration {d} != {want} for {o['bytes']} bytes")
-            # how CLR runs it: copies with a host side on a copy engine (outside graphs), the
-            # rest as blit kernels on the queue
-            host = o["op"] == "copy" and o["copy_kind"] in (0, 1, 2, 4, 5)
+            # how CLR runs it: copies between host and device on a copy engine (outside
+            # graphs), the rest as blit kernels on the queue
+            host = o["op"] == "copy" and o["copy_kind"] in (1, 2, 4, 5)
             want_engine = "sdma" if host and not o["is_graph"] else "blit"
             if o.get("engine") != want_engine:
                 fail(f"{o['op']} (copy_kind {o['copy_kind']}, graph {o['is_graph']}) on engine {o.get('engine')}, expected {want_engine}")
