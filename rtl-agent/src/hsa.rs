@@ -689,7 +689,8 @@ unsafe fn probe_ok(f: &Fns, q: *mut c_void, ctx: &QueueCtx) -> bool {
         counters().api_errors.fetch_add(1, Relaxed);
         crate::say(&format!(
             "HSA queue interception does not deliver packets here (no probe packet within {PROBE_WAIT_MS} ms): \
-             queues are left alone, no GPU times from HSA mode; the CPU-side trace is complete"
+             queues are left alone: no kernel, barrier or graph times (DMA-engine copies are still timed); \
+             the CPU-side trace is complete"
         ));
     }
     ok
@@ -700,7 +701,7 @@ fn refused(rc: i32) {
     if !INTERCEPT_REFUSED.swap(true, Relaxed) {
         crate::say(&format!(
             "HSA queue interception is not supported here (hsa_status_t {rc:#x}): queues are left alone, \
-             no GPU times from HSA mode; the CPU-side trace is complete"
+             no kernel, barrier or graph times (DMA-engine copies are still timed); the CPU-side trace is complete"
         ));
     }
 }
