@@ -641,7 +641,12 @@ impl GpuJoiner {
         let mut ambiguous = false;
         let mut newest_end = 0u64;
         for (i, c) in p.calls.iter().enumerate().rev() {
-            newest_end = newest_end.max(c.end);
+            // Whether the op's own call may still be open: with the submitting thread known,
+            // only that thread's calls say so (another thread's later call does not close it:
+            // a synchronous hipMemcpy's copy is published while the call still waits for it).
+            if op.flags & agent::OP_TID_KNOWN == 0 || c.tid == op.tid {
+                newest_end = newest_end.max(c.end);
+            }
             if has_cpu && c.end + tol < cs {
                 break; // calls are in completion order; older ones cannot contain it
             }
