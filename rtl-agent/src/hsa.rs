@@ -116,6 +116,8 @@ type SymbolGetInfoFn = unsafe extern "C" fn(u64, u32, *mut c_void) -> i32;
 type IterateSymbolsFn = unsafe extern "C" fn(u64, unsafe extern "C" fn(u64, u64, *mut c_void) -> i32, *mut c_void) -> i32;
 /// `hsa_amd_profiling_get_async_copy_time(signal, &{start, end})`.
 type CopyTimeFn = unsafe extern "C" fn(u64, *mut [u64; 2]) -> i32;
+/// `hsa_amd_signal_wait_any(count, signals, conds, values, timeout_hint, wait_hint, &value)`.
+type WaitAnyFn = unsafe extern "C" fn(u32, *const u64, *const u32, *const i64, u64, u32, *mut i64) -> u32;
 
 /// The runtime's original entries we call.
 #[derive(Clone, Copy)]
@@ -139,6 +141,7 @@ pub(crate) struct Fns {
     symbol_get_info: SymbolGetInfoFn,
     iterate_symbols: IterateSymbolsFn,
     copy_time: CopyTimeFn,
+    wait_any: Option<WaitAnyFn>,
 }
 
 pub(crate) static FNS: std::sync::OnceLock<Fns> = std::sync::OnceLock::new();
@@ -322,6 +325,8 @@ pub(crate) struct Pool {
     /// (tag << 32) | (index + 1); 0 = empty.
     head: AtomicU64,
     in_flight: AtomicUsize,
+    /// Slots armed so far (the completion thread sees whether one was armed while it scanned).
+    armed: AtomicU64,
     /// One past the highest slot index ever handed out (the completion thread scans below it).
     high: AtomicUsize,
 }
@@ -334,7 +339,7 @@ impl Pool {
     fn new() -> Pool {
         let slots = (0..POOL).map(|_| Slot { sig: AtomicU64::new(0), state: AtomicU8::new(0), info: UnsafeCell::new(InFlight::default()) }).collect();
         let next = (0..POOL).map(|i| AtomicU32::new(if i + 1 < POOL { i as u32 + 2 } else { 0 })).collect();
-        Pool { slots, next, head: AtomicU64::new(1), in_flight: AtomicUsize::new(0), high: AtomicUsize::new(0) }
+        Pool { slots, next, head: AtomicU64::new(1), in_flight: AtomicUsize::new(0), armed: AtomicU64::new(0), high: AtomicUsize::new(0) }
     }
     fn pop(&self) -> Option<usize> {
         let mut h = self.head.load(Acquire);
@@ -404,6 +409,18 @@ pub(crate) fn arm(p: &Pool, i: usize, info: InFlight) {
     slot.state.store(1, Release);
     p.in_flight.fetch_add(1, SeqCst);
     p.high.fetch_max(i + 1, Relaxed);
+    p.armed.fetch_add(1, SeqCst);
+    // Barrier and copy completion signals are often what other work waits for (an event
+    // another stream waits on, the marker a DMA copy waits on, the copy a queue's fence waits
+    // on): if the completion thread is blocked on signals that do not include this one, wake it
+    // (once per wait) so the forward is not late. Dispatches do not pay for this.
+    if matches!(info.kind, K_BARRIER | K_COPY) && BLOCKED.load(SeqCst) && !WOKEN.swap(true, AcqRel) {
+        let w = WAKE_SIG.load(Relaxed);
+        if let (Some(f), true) = (FNS.get(), w != 0) {
+            // SAFETY: our wake signal.
+            unsafe { (f.signal_store_release)(w, 0) };
+        }
+    }
 }
 
 /// Takes an armed slot out of flight again (its signal never got used: the runtime refused the
@@ -717,6 +734,13 @@ pub(crate) static WAKE: AtomicU32 = AtomicU32::new(0);
 /// wake-up system call.
 pub(crate) static SLEEPING: AtomicBool = AtomicBool::new(false);
 const SIGNAL_CONDITION_LT: u32 = 2;
+/// The completion thread is blocked in `hsa_amd_signal_wait_any` on the signals it found in
+/// flight plus WAKE_SIG; WOKEN: WAKE_SIG was set (0) since, reset (1) after the wait.
+static BLOCKED: AtomicBool = AtomicBool::new(false);
+static WOKEN: AtomicBool = AtomicBool::new(false);
+static WAKE_SIG: AtomicU64 = AtomicU64::new(0);
+/// Most signals one wait covers (the rest are seen at the next scan).
+const WAIT_MAX: usize = 63;
 const WAIT_STATE_BLOCKED: u32 = 0;
 
 /// System-domain ticks to ns.
@@ -852,12 +876,14 @@ fn completion_main() {
     let Some(f) = FNS.get().copied() else { return };
     let p = pool();
     let mut stop_at: Option<u64> = None;
+    let mut pending: Vec<u64> = Vec::with_capacity(WAIT_MAX + 1);
     loop {
         if STOP.load(Acquire) != 0 && stop_at.is_none() {
             stop_at = Some(clock::monotonic_ns() + 1_000_000_000);
         }
         let mut found = 0;
-        let mut waiting_on = None;
+        let armed = p.armed.load(SeqCst);
+        pending.clear();
         for i in 0..p.high.load(Relaxed) {
             let slot = &p.slots[i];
             if slot.state.load(Acquire) != 1 {
@@ -872,8 +898,8 @@ fn completion_main() {
             if unsafe { (f.signal_load)(sig) } <= 0 {
                 complete(&f, p, i);
                 found += 1;
-            } else if waiting_on.is_none() {
-                waiting_on = Some(sig);
+            } else if pending.len() < WAIT_MAX {
+                pending.push(sig);
             }
         }
         // Publish from here after the agent's shutdown, and whenever the GPU goes idle (a
@@ -894,9 +920,31 @@ fn completion_main() {
                     crate::futex_wait(&WAKE, w, 20);
                 }
                 SLEEPING.store(false, SeqCst);
-            } else if let Some(sig) = waiting_on {
-                // Block in the runtime (bounded: 200 us) until that dispatch completes; then
-                // rescan everything. Completion is forwarded within microseconds.
+            } else if let (Some(wait_any), w, false) = (f.wait_any, WAKE_SIG.load(Relaxed), pending.is_empty()) {
+                // Block in the runtime (bounded: 200 us) until any of them completes, or a
+                // barrier / copy is armed (WAKE_SIG); then rescan everything. Completion is
+                // forwarded within microseconds.
+                let timeout = (200_000 * FREQ.load(Relaxed) / 1_000_000_000).max(1);
+                if w != 0 {
+                    pending.push(w);
+                }
+                let n = pending.len();
+                let (conds, vals) = ([SIGNAL_CONDITION_LT; WAIT_MAX + 1], [1i64; WAIT_MAX + 1]);
+                BLOCKED.store(true, SeqCst);
+                // A slot armed since the scan is not in the set: scan again instead.
+                if p.armed.load(SeqCst) == armed {
+                    let mut v = 0i64;
+                    // SAFETY: n <= WAIT_MAX + 1 signals of ours, conditions and values alike.
+                    unsafe { wait_any(n as u32, pending.as_ptr(), conds.as_ptr(), vals.as_ptr(), timeout, WAIT_STATE_BLOCKED, &mut v) };
+                }
+                BLOCKED.store(false, SeqCst);
+                if WOKEN.load(Acquire) {
+                    // SAFETY: our wake signal, armed again before anyone may set it.
+                    unsafe { (f.signal_store)(w, 1) };
+                    WOKEN.store(false, Release);
+                }
+            } else if let Some(&sig) = pending.first() {
+                // No hsa_amd_signal_wait_any: block on one of them (bounded: 200 us).
                 let timeout = 200_000 * FREQ.load(Relaxed) / 1_000_000_000;
                 // SAFETY: our pool signal; LT 1 = completed.
                 unsafe { (f.signal_wait)(sig, SIGNAL_CONDITION_LT, 1, timeout.max(1), WAIT_STATE_BLOCKED) };
@@ -1024,6 +1072,7 @@ unsafe fn install(table: *mut u8) -> Result<(), String> {
         queue_destroy: std::mem::transmute::<*const c_void, QueueDestroyFn>(needed[16]),
         add_write_index: std::mem::transmute::<*const c_void, AddWriteIndexFn>(needed[17]),
         copy_time: std::mem::transmute::<*const c_void, CopyTimeFn>(needed[18]),
+        wait_any: Some(get(amd, amd_l.signal_wait_any)).filter(|p| !p.is_null()).map(|p| std::mem::transmute::<*const c_void, WaitAnyFn>(p)),
     };
     if FNS.set(fns).is_err() {
         return Err("installed twice".into());
@@ -1039,6 +1088,10 @@ unsafe fn install(table: *mut u8) -> Result<(), String> {
         if rc != HSA_STATUS_SUCCESS {
             record_error(rc);
         }
+    }
+    let mut w = 0u64;
+    if (fns.signal_create)(1, 0, std::ptr::null(), &mut w) == HSA_STATUS_SUCCESS {
+        WAKE_SIG.store(w, Relaxed);
     }
     publish::buffers();
     pool();

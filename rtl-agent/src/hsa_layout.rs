@@ -43,6 +43,7 @@ pub struct AmdLayout {
     pub profiling_get_dispatch_time: usize,
     pub profiling_get_async_copy_time: usize,
     pub profiling_convert_tick: usize,
+    pub signal_wait_any: usize,
     pub memory_async_copy: usize,
     /// ROCm 6+ only.
     pub memory_async_copy_on_engine: Option<usize>,
@@ -59,6 +60,7 @@ pub const AMD_V1: AmdLayout = AmdLayout {
     profiling_get_dispatch_time: 48,
     profiling_get_async_copy_time: 56,
     profiling_convert_tick: 64,
+    signal_wait_any: 88,
     memory_async_copy: 136,
     memory_async_copy_on_engine: None,
     queue_intercept_create: 296,
@@ -117,6 +119,7 @@ mod tests {
         assert_eq!(AMD_V2.queue_intercept_register, at(39));
         assert_eq!(AMD_V2.memory_async_copy_rect, at(41));
         assert_eq!(AMD_V2.profiling_get_dispatch_time, at(5));
+        assert_eq!(AMD_V2.signal_wait_any, at(10));
         assert_eq!(amd_layout(2), Ok(AMD_V2));
         assert!(amd_layout(3).is_err() && amd_layout(0).is_err());
         assert_eq!(core_off::QUEUE_CREATE, at(8));

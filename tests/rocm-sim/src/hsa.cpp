@@ -160,10 +160,21 @@ struct Signal {
   void* on_store_ctx = nullptr;
 };
 inline Signal* S(hsa_signal_t s) { return reinterpret_cast<Signal*>(s.handle); }
+// hsa_amd_signal_wait_any blocks until any signal changes: every value change bumps this epoch
+// (and wakes such waiters) while there are some.
+std::atomic<int> g_any_waiters{0};
+std::atomic<uint64_t> g_any_epoch{0};
+std::mutex& any_m() { static auto* m = new std::mutex(); return *m; }
+std::condition_variable& any_cv() { static auto* c = new std::condition_variable(); return *c; }
 inline void notify(Signal* s) {
   if (s->waiters.load() > 0) {
     std::lock_guard<std::mutex> g(s->m);
     s->cv.notify_all();
+  }
+  if (g_any_waiters.load() > 0) {
+    std::lock_guard<std::mutex> g(any_m());
+    g_any_epoch.fetch_add(1);
+    any_cv().notify_all();
   }
 }
 inline bool cond_ok(hsa_signal_condition_t c, int64_t v, int64_t cmp) {
@@ -744,18 +755,28 @@ hsa_signal_value_t i_signal_cas(hsa_signal_t s, hsa_signal_value_t e, hsa_signal
 uint32_t i_amd_signal_wait_any(uint32_t count, hsa_signal_t* sigs, hsa_signal_condition_t* conds,
                                    hsa_signal_value_t* vals, uint64_t timeout, hsa_wait_state_t,
                                    hsa_signal_value_t* sat) {
+  // Blocks (no polling): registered as an any-waiter before looking, so a change made after
+  // the look bumps the epoch it waits on.
   uint64_t deadline = timeout == UINT64_MAX ? UINT64_MAX : mono_ns() + timeout;
+  g_any_waiters.fetch_add(1);
+  uint32_t found = UINT32_MAX;
   for (;;) {
-    for (uint32_t i = 0; i < count; i++) {
+    uint64_t epoch = g_any_epoch.load();
+    for (uint32_t i = 0; i < count && found == UINT32_MAX; i++) {
       int64_t v = S(sigs[i])->value.load();
       if (cond_ok(conds[i], v, vals[i])) {
         if (sat) *sat = v;
-        return i;
+        found = i;
       }
     }
-    if (mono_ns() >= deadline) return UINT32_MAX;
-    sim::wait_until(mono_ns() + 5000);
+    uint64_t now = mono_ns();
+    if (found != UINT32_MAX || now >= deadline) break;
+    uint64_t step = std::min<uint64_t>(deadline - now, 50000000ull);
+    std::unique_lock<std::mutex> lk(any_m());
+    any_cv().wait_for(lk, std::chrono::nanoseconds(step), [&] { return g_any_epoch.load() != epoch; });
   }
+  g_any_waiters.fetch_sub(1);
+  return found;
 }
 hsa_status_t i_amd_signal_async_handler(hsa_signal_t s, hsa_signal_condition_t c, hsa_signal_value_t v,
                                         hsa_amd_signal_handler h, void* arg) {
