@@ -25,10 +25,14 @@
 //!   demangles). The HIP runtime's blit kernels (`__amd_rocclr_copy*`, `__amd_rocclr_fill*`:
 //!   device-to-device copies, memsets, graph copy nodes) are published as the copy / memset
 //!   they serve, with the kernel's name.
-//! * Barrier-AND/OR packets (event records, stream waits, the runtime's copy markers) with a
-//!   completion signal: timed the same way. Without one (the runtime wants no completion) they
-//!   are passed on untouched and counted (`barriers_untimed`); vendor-specific packets too
-//!   (`other_packets`).
+//! * Barrier-AND/OR packets (event records, stream waits, the runtime's copy markers and
+//!   fences): their completion signal is often what other work waits for (another stream, a
+//!   DMA copy), so it is never replaced (that would put the completion thread's forwarding on
+//!   that path). The packet is passed on untouched between two barrier packets of ours (see
+//!   graph replays), its time is from the first one's completion to the second's. Barriers
+//!   without the barrier bit (ours would make them wait for what precedes them) and those
+//!   inside multi-packet batches are passed on untimed and counted (`barriers_untimed`);
+//!   vendor-specific packets too (`other_packets`).
 //! * Async copies (DMA engines): `hsa_amd_memory_async_copy`, `..._on_engine` (ROCm 6+) and
 //!   `..._rect` are wrapped: the call gets a pool signal as its completion signal, copy
 //!   profiling is kept on (`hsa_amd_profiling_async_copy_enable` is wrapped too: the
@@ -287,11 +291,11 @@ pub(crate) struct Slot {
 
 /// What a pool signal stands in for (`InFlight::kind`).
 pub(crate) const K_DISPATCH: u8 = 0;
-pub(crate) const K_BARRIER: u8 = 1;
 pub(crate) const K_COPY: u8 = 2;
-/// The barrier before a replay's batch: completed together with its K_SPAN_END, never alone.
+/// Our barrier before the packets a span times (a replay's batch, or one barrier packet of the
+/// runtime's): completed together with its K_SPAN_END, never alone.
 pub(crate) const K_SPAN_START: u8 = 3;
-/// The barrier after a replay's batch; `pair` is its K_SPAN_START slot.
+/// Our barrier after them; `pair` is its K_SPAN_START slot, `span_op` what the span is.
 pub(crate) const K_SPAN_END: u8 = 4;
 
 #[derive(Clone, Copy, Default)]
@@ -317,6 +321,8 @@ pub(crate) struct InFlight {
     pub pair: u32,
     /// Packets of a replay's batch (K_SPAN_END).
     pub count: u32,
+    /// K_SPAN_END: the `OpKind` published (GraphExecution or Barrier).
+    pub span_op: u8,
 }
 
 pub(crate) struct Pool {
@@ -410,11 +416,11 @@ pub(crate) fn arm(p: &Pool, i: usize, info: InFlight) {
     p.in_flight.fetch_add(1, SeqCst);
     p.high.fetch_max(i + 1, Relaxed);
     p.armed.fetch_add(1, SeqCst);
-    // Barrier and copy completion signals are often what other work waits for (an event
-    // another stream waits on, the marker a DMA copy waits on, the copy a queue's fence waits
-    // on): if the completion thread is blocked on signals that do not include this one, wake it
-    // (once per wait) so the forward is not late. Dispatches do not pay for this.
-    if matches!(info.kind, K_BARRIER | K_COPY) && BLOCKED.load(SeqCst) && !WOKEN.swap(true, AcqRel) {
+    // A copy's completion signal is often what other work waits for (the runtime's fence that
+    // keeps the stream in order behind it): if the completion thread is blocked on signals that
+    // do not include this one, wake it (once per wait) so the forward is not late. Dispatches do
+    // not pay for this.
+    if info.kind == K_COPY && BLOCKED.load(SeqCst) && !WOKEN.swap(true, AcqRel) {
         let w = WAKE_SIG.load(Relaxed);
         if let (Some(f), true) = (FNS.get(), w != 0) {
             // SAFETY: our wake signal.
@@ -468,27 +474,26 @@ fn u64at(pkt: &[u8], o: usize) -> u64 {
     u64::from_le_bytes(b)
 }
 
-/// Points one packet's completion signal at a pool signal when it is a kernel dispatch or a
-/// barrier with a completion signal. False: left as it was (other packet types, a barrier
-/// without completion signal, no pool slot: counted).
+/// Points a kernel dispatch packet's completion signal at a pool signal. False: left as it was
+/// (other packet types, counted; no pool slot, counted). Barriers reach this only inside
+/// multi-packet batches, where they are not timed (single ones are: see `span_packets`).
 fn capture(f: &Fns, p: &Pool, q: &QueueCtx, pkt: &mut [u8], is_graph: bool) -> bool {
-    let kind = match u16at(pkt, 0) & 0xff {
-        PACKET_TYPE_KERNEL_DISPATCH => K_DISPATCH,
+    match u16at(pkt, 0) & 0xff {
+        PACKET_TYPE_KERNEL_DISPATCH => {}
         PACKET_TYPE_BARRIER_AND | PACKET_TYPE_BARRIER_OR => {
-            if u64at(pkt, 56) == 0 {
-                counters().barriers_untimed.fetch_add(1, Relaxed);
-                return false;
-            }
-            K_BARRIER
+            counters().barriers_untimed.fetch_add(1, Relaxed);
+            return false;
         }
         _ => {
             counters().other_packets.fetch_add(1, Relaxed);
             return false;
         }
-    };
+    }
     let Some((i, sig)) = take_slot(f, p) else { return false };
-    let mut info = InFlight {
-        kind,
+    let block = [(u16at(pkt, 4) as u32).max(1), (u16at(pkt, 6) as u32).max(1), (u16at(pkt, 8) as u32).max(1)];
+    let grid_wi = [u32at(pkt, 12), u32at(pkt, 16), u32at(pkt, 20)];
+    let info = InFlight {
+        kind: K_DISPATCH,
         orig: u64at(pkt, 56),
         agent: q.agent,
         queue: q.queue_id as u32,
@@ -496,15 +501,11 @@ fn capture(f: &Fns, p: &Pool, q: &QueueCtx, pkt: &mut [u8], is_graph: bool) -> b
         tid: cached_tid(),
         submit_ns: clock::monotonic_ns(),
         is_graph,
+        kobj: u64at(pkt, 32),
+        grid: [grid_wi[0].div_ceil(block[0]), grid_wi[1].div_ceil(block[1]), grid_wi[2].div_ceil(block[2])],
+        block,
         ..Default::default()
     };
-    if kind == K_DISPATCH {
-        let block = [(u16at(pkt, 4) as u32).max(1), (u16at(pkt, 6) as u32).max(1), (u16at(pkt, 8) as u32).max(1)];
-        let grid_wi = [u32at(pkt, 12), u32at(pkt, 16), u32at(pkt, 20)];
-        info.kobj = u64at(pkt, 32);
-        info.grid = [grid_wi[0].div_ceil(block[0]), grid_wi[1].div_ceil(block[1]), grid_wi[2].div_ceil(block[2])];
-        info.block = block;
-    }
     arm(p, i, info);
     pkt[56..64].copy_from_slice(&sig.to_le_bytes());
     true
@@ -518,9 +519,13 @@ fn barrier_packet(sig: u64) -> [u8; 64] {
     b
 }
 
-/// The two barrier packets that time one replay's batch of `count` packets, their slots armed
-/// (K_SPAN_START, K_SPAN_END). None: no pool slots (counted).
-fn span_packets(f: &Fns, p: &Pool, q: &QueueCtx, count: u64) -> Option<([u8; 64], [u8; 64])> {
+/// The two barrier packets that time `count` packets written between them (a replay's batch:
+/// `op` GraphExecution; one barrier packet of the runtime's: `op` Barrier), their slots armed
+/// (K_SPAN_START, K_SPAN_END). The span is from the first one's completion (everything before
+/// on the queue is done) to the second's (the packets between are done). The packets between
+/// and their signals stay the runtime's own: nothing is forwarded, nothing waits for us. None:
+/// no pool slots (counted).
+fn span_packets(f: &Fns, p: &Pool, q: &QueueCtx, count: u64, op: OpKind) -> Option<([u8; 64], [u8; 64])> {
     let (a, sa) = take_slot(f, p)?;
     let Some((b, sb)) = take_slot(f, p) else {
         give_back(p, a);
@@ -532,12 +537,15 @@ fn span_packets(f: &Fns, p: &Pool, q: &QueueCtx, count: u64) -> Option<([u8; 64]
         device: device_of(q.agent),
         tid: cached_tid(),
         submit_ns: clock::monotonic_ns(),
-        is_graph: true,
+        is_graph: op == OpKind::GraphExecution,
+        span_op: op as u8,
         ..Default::default()
     };
     arm(p, a, InFlight { kind: K_SPAN_START, ..base });
     arm(p, b, InFlight { kind: K_SPAN_END, pair: a as u32, count: count.min(u32::MAX as u64) as u32, ..base });
-    counters().graph_spans.fetch_add(1, Relaxed);
+    if op == OpKind::GraphExecution {
+        counters().graph_spans.fetch_add(1, Relaxed);
+    }
     Some((barrier_packet(sa), barrier_packet(sb)))
 }
 
@@ -562,11 +570,28 @@ unsafe extern "C" fn handler(pkts: *const c_void, count: u64, _user_index: u64, 
         if count == 1 {
             let mut pkt = [0u8; 64];
             std::ptr::copy_nonoverlapping(pkts as *const u8, pkt.as_mut_ptr(), 64);
-            if !capture(f, p, q, &mut pkt, false) {
-                return;
+            let header = u16at(&pkt, 0);
+            if matches!(header & 0xff, PACKET_TYPE_BARRIER_AND | PACKET_TYPE_BARRIER_OR) {
+                // An event record, stream wait or the runtime's marker: timed by two barriers
+                // of ours around it, its own signal untouched (others may wait on it: no
+                // forwarding hop on their path). Without the barrier bit it does not wait for
+                // what precedes it, and ours would make it: passed on untimed.
+                if header & (1 << 8) == 0 {
+                    counters().barriers_untimed.fetch_add(1, Relaxed);
+                    return;
+                }
+                let Some((before, after)) = span_packets(f, p, q, 1, OpKind::Barrier) else { return };
+                wrote.set(true);
+                writer(before.as_ptr() as *const c_void, 1);
+                writer(pkts, 1);
+                writer(after.as_ptr() as *const c_void, 1);
+            } else {
+                if !capture(f, p, q, &mut pkt, false) {
+                    return;
+                }
+                wrote.set(true);
+                writer(pkt.as_ptr() as *const c_void, 1);
             }
-            wrote.set(true);
-            writer(pkt.as_ptr() as *const c_void, 1);
         } else {
             // A multi-packet batch (graph replay). Its packets are the graph's: left alone
             // unless RTL_AGENT_HSA_BATCHES=1 (rewriting completion signals inside batches breaks
@@ -582,7 +607,7 @@ unsafe extern "C" fn handler(pkts: *const c_void, count: u64, _user_index: u64, 
             } else {
                 counters().graph_batches_skipped.fetch_add(1, Relaxed);
             }
-            let span = span_packets(f, p, q, count);
+            let span = span_packets(f, p, q, count, OpKind::GraphExecution);
             if span.is_none() && nodes.is_none() {
                 return;
             }
@@ -818,7 +843,7 @@ fn complete(f: &Fns, p: &Pool, i: usize) {
                 (Ok(s), Ok(e)) => Ok([s[1], e[1]]),
                 (Err(rc), _) | (_, Err(rc)) => Err(rc),
             };
-            (times, OpKind::GraphExecution, 0, 0, Some(a))
+            (times, OpKind::from_u8(info.span_op).unwrap_or(OpKind::GraphExecution), 0, 0, Some(a))
         }
         _ => {
             let times = dispatch_ns(f, info.agent, sig);
@@ -826,14 +851,10 @@ fn complete(f: &Fns, p: &Pool, i: usize) {
                 // SAFETY: the application's signal, decremented as the packet processor would have.
                 unsafe { (f.signal_subtract)(info.orig, 1) };
             }
-            if info.kind == K_BARRIER {
-                (times, OpKind::Barrier, 0, 0, None)
-            } else {
-                let (name, kind) = kname_lookup(info.kobj);
-                let kind = OpKind::from_u8(kind).unwrap_or(OpKind::Dispatch);
-                let ck = if kind == OpKind::Memset { 12 } else { 0 };
-                (times, kind, ck, name, None)
-            }
+            let (name, kind) = kname_lookup(info.kobj);
+            let kind = OpKind::from_u8(kind).unwrap_or(OpKind::Dispatch);
+            let ck = if kind == OpKind::Memset { 12 } else { 0 };
+            (times, kind, ck, name, None)
         }
     };
     match times {

@@ -376,13 +376,15 @@ struct HsaCheck {
 
 /// Everything the HSA source publishes, exactly: every kernel dispatch (graph nodes only with
 /// `graphs`), every copy and memset (engine copies with their bytes, direction, src/dst; blit
-/// kernels as Copy/Memset with the kernel's name), every event/wait barrier, with exact GPU
-/// times (the HSA system clock is CLOCK_MONOTONIC here, the truth's `start`/`end`), device and
-/// submitting tid; one GraphExecution span per replay that contains its nodes and nothing
-/// else of its queue; the only other ops are the runtime's two barriers per engine copy.
+/// kernels as Copy/Memset with the kernel's name), with exact GPU times (the HSA system clock
+/// is CLOCK_MONOTONIC here, the truth's `start`/`end`), device and submitting tid; every
+/// event/wait barrier and one GraphExecution span per replay, timed by the agent's barriers
+/// around them: containing the truth's interval and nothing else of its queue; the only other
+/// ops are the runtime's marker and fence around each engine copy (barriers).
 fn check_hsa_full(r: &Run, graphs: bool) -> HsaCheck {
     let mut pool: HashMap<(u64, u64, u64, u32), Vec<wire::GpuOp>> = HashMap::new();
     let mut spans: Vec<(u64, wire::GpuOp)> = Vec::new();
+    let mut barriers: Vec<(u64, wire::GpuOp)> = Vec::new();
     for (&pid, p) in &r.procs {
         assert_eq!(p.dangling_ids, 0);
         for o in &p.ops {
@@ -391,6 +393,8 @@ fn check_hsa_full(r: &Run, graphs: bool) -> HsaCheck {
             assert_ne!(o.flags & wire::OP_SUBMIT_TIME, 0);
             if o.op == OpKind::GraphExecution as u8 {
                 spans.push((pid as u64, *o));
+            } else if o.op == OpKind::Barrier as u8 {
+                barriers.push((pid as u64, *o));
             } else {
                 pool.entry((pid as u64, o.gpu_begin_ns, o.gpu_end_ns, o.device)).or_default().push(*o);
             }
@@ -452,31 +456,51 @@ fn check_hsa_full(r: &Run, graphs: bool) -> HsaCheck {
                 c.engine_copies += 1;
                 o
             }
-            ("barrier", _) if t["reason"] == "host_fn" => continue, // a vendor packet: counted, not timed
-            ("barrier", _) => {
-                let o = take(t);
-                c.barriers += 1;
-                assert_eq!(o.op, OpKind::Barrier as u8, "{t:?}");
-                o
-            }
+            ("barrier", _) => continue, // below
             (k, e) => panic!("truth op {k} on {e:?}"),
         };
         assert_eq!(o.tid as u64, u(t, "api_tid"), "submitted by the calling thread: {t:?}");
         assert_eq!(o.flags & wire::OP_IS_GRAPH != 0, is_graph, "{t:?}");
     }
-    // What is left: the runtime's marker and fence around each engine copy (barriers).
     let extra: Vec<_> = pool.values().flatten().collect();
-    assert!(extra.iter().all(|o| o.op == OpKind::Barrier as u8), "ops not in the truth: {:?}", extra.iter().find(|o| o.op != OpKind::Barrier as u8));
-    c.copy_fences = extra.len();
-    assert_eq!(c.copy_fences, 2 * sdma, "a marker and a fence per engine copy");
-    // One span per replay: after everything before it on its queue, containing its nodes, before
-    // anything after it.
-    let replays: Vec<&Obj> = r.truth.iter().filter(|o| o["type"] == "replay").collect();
+    assert!(extra.is_empty(), "ops not in the truth: {} e.g. {:?}", extra.len(), extra.first());
     let apis: HashMap<(u64, u64), &Obj> =
         r.truth.iter().filter(|o| o["type"] == "api" && o.contains_key("seq")).map(|o| ((u(o, "pid"), u(o, "seq")), o)).collect();
     let ops_on = |pid: u64, dev: u64, queue: u64| -> Vec<&Obj> {
         r.truth.iter().filter(|o| o["type"] == "op" && u(o, "pid") == pid && u(o, "device") == dev && u(o, "queue") == queue).collect()
     };
+    // Event-record / stream-wait barriers (host functions are vendor packets: counted, not
+    // timed): the agent's span around each contains it, submitted inside its call on its thread.
+    let mut used_b = vec![false; barriers.len()];
+    for t in r.truth.iter().filter(|o| o["type"] == "op" && o["op"] == "barrier" && o["reason"] != "host_fn") {
+        if t["is_graph"] == "true" {
+            continue;
+        }
+        let (pid, ts, te) = (u(t, "pid"), u(t, "start"), u(t, "end"));
+        let call = apis[&(pid, u(t, "api_seq"))];
+        let i = (0..barriers.len())
+            .find(|&i| {
+                let (p, o) = &barriers[i];
+                !used_b[i] && *p == pid && o.device as u64 == u(t, "device") && o.tid as u64 == u(t, "api_tid") && o.gpu_begin_ns <= ts
+                    && o.gpu_end_ns >= te && o.cpu_start_ns >= u(call, "start") && o.cpu_start_ns <= u(call, "end")
+            })
+            .unwrap_or_else(|| panic!("barrier missing: {t:?}"));
+        used_b[i] = true;
+        let o = &barriers[i].1;
+        for q in ops_on(pid, u(t, "device"), u(t, "queue")) {
+            if q == t {
+                continue;
+            }
+            assert!(u(q, "end") <= o.gpu_begin_ns || u(q, "start") >= o.gpu_end_ns, "barrier span {o:?} overlaps another op of its queue {q:?}");
+        }
+        c.barriers += 1;
+    }
+    // What is left: the runtime's marker and fence around each engine copy.
+    c.copy_fences = used_b.iter().filter(|u| !**u).count();
+    assert_eq!(c.copy_fences, 2 * sdma, "a marker and a fence per engine copy");
+    // One span per replay: after everything before it on its queue, containing its nodes, before
+    // anything after it.
+    let replays: Vec<&Obj> = r.truth.iter().filter(|o| o["type"] == "replay").collect();
     assert_eq!(spans.len(), replays.len(), "one GraphExecution per replay");
     let mut used = vec![false; spans.len()];
     for rp in &replays {
@@ -539,7 +563,7 @@ fn hsa_mode_copies_barriers_and_replay_spans_exact() {
     assert_eq!((c.dispatches, c.engine_copies, c.barriers, c.spans), (200, 200, 200, 5), "{c:?}");
     assert_eq!(c.on_engine_copies, 0, "ROCm 5's table has no async_copy_on_engine");
     let k = r.procs.values().next().unwrap().counters.last().unwrap();
-    assert_eq!((k.graph_spans, k.graph_batches_skipped, k.barriers_untimed), (5, 5, 0), "{k:?}");
+    assert_eq!((k.graph_spans, k.graph_batches_skipped, k.barriers_untimed, k.other_packets), (5, 5, 0, 0), "{k:?}");
 }
 
 /// ROCm 6/7's AMD extension table (major 2: every entry after hsa_amd_memory_async_copy moved by
