@@ -465,7 +465,7 @@ fn check_hsa_full(r: &Run, graphs: bool) -> HsaCheck {
     let extra: Vec<_> = pool.values().flatten().collect();
     assert!(extra.is_empty(), "ops not in the truth: {} e.g. {:?}", extra.len(), extra.first());
     let apis: HashMap<(u64, u64), &Obj> =
-        r.truth.iter().filter(|o| o["type"] == "api" && o.contains_key("seq")).map(|o| ((u(o, "pid"), u(o, "seq")), o)).collect();
+        r.truth.iter().filter(|o| o["type"] == "api" && o.get("lib").map(String::as_str) != Some("roctx")).map(|o| ((u(o, "pid"), u(o, "seq")), o)).collect();
     let ops_on = |pid: u64, dev: u64, queue: u64| -> Vec<&Obj> {
         r.truth.iter().filter(|o| o["type"] == "op" && u(o, "pid") == pid && u(o, "device") == dev && u(o, "queue") == queue).collect()
     };
@@ -484,7 +484,10 @@ fn check_hsa_full(r: &Run, graphs: bool) -> HsaCheck {
                 !used_b[i] && *p == pid && o.device as u64 == u(t, "device") && o.tid as u64 == u(t, "api_tid") && o.gpu_begin_ns <= ts
                     && o.gpu_end_ns >= te && o.cpu_start_ns >= u(call, "start") && o.cpu_start_ns <= u(call, "end")
             })
-            .unwrap_or_else(|| panic!("barrier missing: {t:?}"));
+            .unwrap_or_else(|| {
+                let near: Vec<_> = barriers.iter().filter(|(p, o)| *p == pid && o.tid as u64 == u(t, "api_tid")).map(|(_, o)| (o.gpu_begin_ns as i64 - ts as i64, o.gpu_end_ns as i64 - te as i64, o.cpu_start_ns as i64 - u(call, "start") as i64, o.device)).collect();
+                panic!("barrier missing: {t:?}\nbarriers of that thread (begin-start, end-end, submit-call start, device): {near:?}")
+            });
         used_b[i] = true;
         let o = &barriers[i].1;
         for q in ops_on(pid, u(t, "device"), u(t, "queue")) {
