@@ -248,9 +248,9 @@ elif mode == "hsa14":  # hsa14 TRUTH DB: copies, barriers, replay spans (issue 1
             "JOIN rocpd_api_ops l ON l.op_id = o.id JOIN rocpd_api a ON a.id = l.api_id "
             "JOIN rocpd_string n ON n.id = a.apiName_id JOIN rocpd_string t ON t.id = o.opType_id"):
         linked.setdefault((pid, tid, api), []).append((s0, e0, ty, os, oe))
-    def ops_of(r):  # ops linked to the traced call that contains this truth call
+    def ops_of(r):  # ops linked to the traced call inside this truth record (timed around the call)
         return [(ty, os, oe) for s0, e0, ty, os, oe in linked.get((r["pid"], r["tid"], r["api"]), [])
-                if s0 <= r["start_ns"] and r["end_ns"] <= e0]
+                if r["start_ns"] <= s0 and e0 <= r["end_ns"]]
     want_dir = {1: ("CopyHostToDevice", "Copy"), 2: ("CopyDeviceToHost", "Copy")}
     copies = [r for r in rows if r["api"] == "hipMemcpyAsync" and r.get("kind") in want_dir and not r.get("captured")]
     copy_ok = sum(1 for r in copies if any(ty in want_dir[r["kind"]] for ty, _, _ in ops_of(r)))
