@@ -148,6 +148,13 @@ uint64_t duration_for(const std::string& name) {
 
 // ------------------------------------------------------------------------------------ signals
 constexpr uint32_t kSignalMagic = 0x5349474eu;
+// A thread in hsa_amd_signal_wait_any: registered on each signal of its set (no polling, and no
+// wake-up for signals outside the set).
+struct AnyWaiter {
+  std::mutex m;
+  std::condition_variable cv;
+  bool changed = false;
+};
 struct Signal {
   int64_t kind = 1;                 // like amd_signal_t: kind first, value at offset 8
   std::atomic<int64_t> value{0};
@@ -158,23 +165,22 @@ struct Signal {
   std::atomic<uint64_t> start_ts{0}, end_ts{0};  // dispatch times (profiling-enabled queues)
   void (*on_store)(void*) = nullptr;              // doorbell of an intercept queue
   void* on_store_ctx = nullptr;
+  std::atomic<int> any_count{0};                   // AnyWaiters registered (under m)
+  std::vector<AnyWaiter*> any;
 };
 inline Signal* S(hsa_signal_t s) { return reinterpret_cast<Signal*>(s.handle); }
-// hsa_amd_signal_wait_any blocks until any signal changes: every value change bumps this epoch
-// (and wakes such waiters) while there are some.
-std::atomic<int> g_any_waiters{0};
-std::atomic<uint64_t> g_any_epoch{0};
-std::mutex& any_m() { static auto* m = new std::mutex(); return *m; }
-std::condition_variable& any_cv() { static auto* c = new std::condition_variable(); return *c; }
 inline void notify(Signal* s) {
   if (s->waiters.load() > 0) {
     std::lock_guard<std::mutex> g(s->m);
     s->cv.notify_all();
   }
-  if (g_any_waiters.load() > 0) {
-    std::lock_guard<std::mutex> g(any_m());
-    g_any_epoch.fetch_add(1);
-    any_cv().notify_all();
+  if (s->any_count.load() > 0) {
+    std::lock_guard<std::mutex> g(s->m);
+    for (AnyWaiter* w : s->any) {
+      std::lock_guard<std::mutex> g2(w->m);
+      w->changed = true;
+      w->cv.notify_one();
+    }
   }
 }
 inline bool cond_ok(hsa_signal_condition_t c, int64_t v, int64_t cmp) {
@@ -755,13 +761,22 @@ hsa_signal_value_t i_signal_cas(hsa_signal_t s, hsa_signal_value_t e, hsa_signal
 uint32_t i_amd_signal_wait_any(uint32_t count, hsa_signal_t* sigs, hsa_signal_condition_t* conds,
                                    hsa_signal_value_t* vals, uint64_t timeout, hsa_wait_state_t,
                                    hsa_signal_value_t* sat) {
-  // Blocks (no polling): registered as an any-waiter before looking, so a change made after
-  // the look bumps the epoch it waits on.
+  // Blocks (no polling): registered on every signal of the set before looking, so a change
+  // made after the look wakes it; signals outside the set never do.
   uint64_t deadline = timeout == UINT64_MAX ? UINT64_MAX : mono_ns() + timeout;
-  g_any_waiters.fetch_add(1);
+  AnyWaiter w;
+  for (uint32_t i = 0; i < count; i++) {
+    Signal* s = S(sigs[i]);
+    std::lock_guard<std::mutex> g(s->m);
+    s->any.push_back(&w);
+    s->any_count.fetch_add(1);
+  }
   uint32_t found = UINT32_MAX;
   for (;;) {
-    uint64_t epoch = g_any_epoch.load();
+    {
+      std::lock_guard<std::mutex> g(w.m);
+      w.changed = false;
+    }
     for (uint32_t i = 0; i < count && found == UINT32_MAX; i++) {
       int64_t v = S(sigs[i])->value.load();
       if (cond_ok(conds[i], v, vals[i])) {
@@ -772,10 +787,16 @@ uint32_t i_amd_signal_wait_any(uint32_t count, hsa_signal_t* sigs, hsa_signal_co
     uint64_t now = mono_ns();
     if (found != UINT32_MAX || now >= deadline) break;
     uint64_t step = std::min<uint64_t>(deadline - now, 50000000ull);
-    std::unique_lock<std::mutex> lk(any_m());
-    any_cv().wait_for(lk, std::chrono::nanoseconds(step), [&] { return g_any_epoch.load() != epoch; });
+    std::unique_lock<std::mutex> lk(w.m);
+    w.cv.wait_for(lk, std::chrono::nanoseconds(step), [&] { return w.changed; });
   }
-  g_any_waiters.fetch_sub(1);
+  for (uint32_t i = 0; i < count; i++) {
+    Signal* s = S(sigs[i]);
+    std::lock_guard<std::mutex> g(s->m);
+    for (auto it = s->any.begin(); it != s->any.end(); ++it)
+      if (*it == &w) { s->any.erase(it); break; }
+    s->any_count.fetch_sub(1);
+  }
   return found;
 }
 hsa_status_t i_amd_signal_async_handler(hsa_signal_t s, hsa_signal_condition_t c, hsa_signal_value_t v,
