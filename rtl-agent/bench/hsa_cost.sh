@@ -12,6 +12,8 @@
 # GPU work for 100 nodes), hipGraphLaunch then hipStreamSynchronize; the latency is from the
 # launch to the synchronize returning.
 # Needs: cargo, hipcc, the simulator's sources (built into target/rtl-agent-sim).
+# HSA_COST_NO_BUILD=1: use what a previous run built (target/rtl-agent-sim/rocm-sim/lib,
+# target/rtl-agent-bench/{hsa_cost,librtl_agent_hsa.so}), e.g. on another machine.
 set -eu
 COPIES=${1:-20000}
 REPLAYS=${2:-300}
@@ -20,14 +22,18 @@ ROUNDS=${4:-7}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 OUT=$ROOT/target/rtl-agent-bench
 mkdir -p "$OUT"
-SIM=$(sh "$ROOT/rtl-agent/bench/build_sim.sh" sim-only)/rocm-sim/lib
-(cd "$ROOT" && cargo build -q --release -p rtl-agent)
-# A private copy (see launch_cost.sh: a collector attached to target/release would add its cost).
-cp "$ROOT/target/release/librtl_agent.so" "$OUT/librtl_agent_hsa.so"
 AGENT=$OUT/librtl_agent_hsa.so
-if [ ! -x "$OUT/hsa_cost" ] || [ "$ROOT/rtl-agent/bench/hsa_cost.hip" -nt "$OUT/hsa_cost" ]; then
-  hipcc --offload-arch=gfx90a -O2 "$ROOT/rtl-agent/bench/hsa_cost.hip" -o "$OUT/hsa_cost" 2>"$OUT/hipcc.log" \
-    || { cat "$OUT/hipcc.log" >&2; exit 1; }
+if [ "${HSA_COST_NO_BUILD:-0}" = 1 ]; then
+  SIM=$ROOT/target/rtl-agent-sim/rocm-sim/lib
+else
+  SIM=$(sh "$ROOT/rtl-agent/bench/build_sim.sh" sim-only)/rocm-sim/lib
+  (cd "$ROOT" && cargo build -q --release -p rtl-agent)
+  # A private copy (see launch_cost.sh: a collector attached to target/release would add its cost).
+  cp "$ROOT/target/release/librtl_agent.so" "$AGENT"
+  if [ ! -x "$OUT/hsa_cost" ] || [ "$ROOT/rtl-agent/bench/hsa_cost.hip" -nt "$OUT/hsa_cost" ]; then
+    hipcc --offload-arch=gfx90a -O2 "$ROOT/rtl-agent/bench/hsa_cost.hip" -o "$OUT/hsa_cost" 2>"$OUT/hipcc.log" \
+      || { cat "$OUT/hipcc.log" >&2; exit 1; }
+  fi
 fi
 export LD_LIBRARY_PATH=$SIM ROCM_SIM_PROFILER=none ROCM_SIM_KERNEL_DEFAULT_NS=5000
 run() { # config mode args...
@@ -53,19 +59,21 @@ done
 median() { awk -v f="$2" '{print $f}' "$1" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 line() { # label file field base
   m=$(median "$2" "$3"); b=$(median "$4" "$3")
-  awk -v l="$1" -v m="$m" -v b="$b" 'BEGIN { printf "    %-34s %12.1f %+10.1f (%+6.2f %%)\n", l, m, m-b, (m-b)*100/b }'
+  awk -v l="$1" -v m="$m" -v b="$b" 'BEGIN { printf "    %-42s %12.1f %+10.1f (%+6.2f %%)\n", l, m, m-b, (m-b)*100/b }'
 }
-echo "hipMemcpyAsync 64 KiB host->device on the simulator, $COPIES copies x $ROUNDS rounds (medians), vs off:"
+echo "hipMemcpyAsync 64 KiB host->device on the simulator ($(nproc) CPUs, load $(cut -d' ' -f1 /proc/loadavg)), $COPIES copies x $ROUNDS rounds (medians of the rounds), vs off:"
 for c in $CONFIGS; do
   echo "  $c"
   line "ns inside hipMemcpyAsync (median)" "$OUT/copy.$c" 1 "$OUT/copy.off"
-  line "wall ns per copy" "$OUT/copy.$c" 2 "$OUT/copy.off"
-  line "process CPU ns per copy" "$OUT/copy.$c" 3 "$OUT/copy.off"
+  line "ns inside hipMemcpyAsync (p10)" "$OUT/copy.$c" 2 "$OUT/copy.off"
+  line "wall ns per copy" "$OUT/copy.$c" 3 "$OUT/copy.off"
+  line "process CPU ns per copy" "$OUT/copy.$c" 4 "$OUT/copy.off"
 done
-echo "graph replay, $NODES nodes x 5 us, $REPLAYS replays x $ROUNDS rounds (medians), vs off:"
+echo "graph replay, $NODES nodes x 5 us, $REPLAYS replays x $ROUNDS rounds (medians of the rounds), vs off:"
 for c in $CONFIGS; do
   echo "  $c"
-  line "replay latency ns (launch..sync)" "$OUT/replay.$c" 1 "$OUT/replay.off"
-  line "ns inside hipGraphLaunch" "$OUT/replay.$c" 2 "$OUT/replay.off"
-  line "process CPU ns per replay" "$OUT/replay.$c" 3 "$OUT/replay.off"
+  line "replay latency ns, launch..sync (median)" "$OUT/replay.$c" 1 "$OUT/replay.off"
+  line "replay latency ns, launch..sync (p10)" "$OUT/replay.$c" 2 "$OUT/replay.off"
+  line "ns inside hipGraphLaunch (median)" "$OUT/replay.$c" 3 "$OUT/replay.off"
+  line "process CPU ns per replay" "$OUT/replay.$c" 4 "$OUT/replay.off"
 done
