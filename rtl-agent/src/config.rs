@@ -5,7 +5,7 @@
 //! | `RTL_AGENT_GPU` | `auto`, `clr`, `hsa`, `none` | `auto` | GPU source. `clr`: hipProfiler*Ext. `hsa`: HSA signal capture (needs the agent in `HSA_TOOLS_LIB`; add it to `LD_PRELOAD` too so `_exit` is flushed). `auto`: hipProfiler*Ext when the loaded libamdhip64 has it, else HSA capture when loaded through `HSA_TOOLS_LIB`. `none`: agent off. |
 //! | `RTL_AGENT_DRAIN_MS` | 1..=60000 | 100 | Period of the publisher thread: GetRecords drains (no chunk callback) and queue flushes. |
 //! | `RTL_AGENT_WAIT_MS` | 0..=3600000 | 30000 | How long the publisher thread keeps looking for a libamdhip64 loaded after start (dlopen by Python etc.). |
-//! | `RTL_AGENT_HSA_BATCHES` | `1` | unset | HSA mode: also capture the dispatches of multi-packet batches (graph replay). Off by default: rewriting signals inside batches breaks ROCr before 7.13 (HSA error 0x1009); by default such batches are passed on untouched and counted. |
+//! | `RTL_AGENT_HSA_BATCHES` | `1` | unset | HSA mode: also time every packet of multi-packet batches (graph replay nodes). Off by default: rewriting signals inside batches breaks ROCr before 7.13 (HSA error 0x1009); by default such batches are passed on untouched (counted) and each is timed as one span by two barrier packets of the agent's around it. |
 //! | `RTL_AGENT_QUIET` | `1` | unset | No messages on stderr (status still goes to the collector in the Info record). |
 //! | `RTL_AGENT_DUMP` | a file path | unset | Debugging / tests: also append every published batch to this file (O_APPEND, batches concatenated; `rtl_common::agent::decode_prefix` splits them). |
 //! | `RTL_AGENT_CUPTI_LIB` | a file path | unset | `cupti`: the libcupti to load (else the one loaded, or next to libcudart/libcuda, or `libcupti.so.13`). |
