@@ -4,6 +4,8 @@
 #   rtl-agent/bench/hsa_cost.sh [COPIES=20000] [REPLAYS=300] [NODES=100] [ROUNDS=7]
 # Configurations (no collector attached: the agent's own cost):
 #   off        no agent
+#   hsa-nospans  HSA mode without replay spans (RTL_AGENT_HSA_SPANS=0): what the spans cost is
+#              hsa minus this
 #   hsa        the agent in HSA mode (HSA_TOOLS_LIB + LD_PRELOAD, RTL_AGENT_GPU=hsa): kernels,
 #              copies, barriers, one span per replay (two barrier packets around its batch)
 #   hsa+nodes  the same with RTL_AGENT_HSA_BATCHES=1 (every packet of every replay timed too)
@@ -40,11 +42,12 @@ run() { # config mode args...
   c=$1; shift
   case $c in
     off) "$OUT/hsa_cost" "$@" ;;
+    hsa-nospans) LD_PRELOAD=$AGENT HSA_TOOLS_LIB=$AGENT RTL_AGENT_GPU=hsa RTL_AGENT_HSA_SPANS=0 RTL_AGENT_QUIET=1 "$OUT/hsa_cost" "$@" ;;
     hsa) LD_PRELOAD=$AGENT HSA_TOOLS_LIB=$AGENT RTL_AGENT_GPU=hsa RTL_AGENT_QUIET=1 "$OUT/hsa_cost" "$@" ;;
     hsa+nodes) LD_PRELOAD=$AGENT HSA_TOOLS_LIB=$AGENT RTL_AGENT_GPU=hsa RTL_AGENT_HSA_BATCHES=1 RTL_AGENT_QUIET=1 "$OUT/hsa_cost" "$@" ;;
   esac
 }
-CONFIGS="off hsa hsa+nodes"
+CONFIGS="off hsa-nospans hsa hsa+nodes"
 for c in $CONFIGS; do : > "$OUT/copy.$c"; : > "$OUT/replay.$c"; done
 r=0
 while [ $r -lt "$ROUNDS" ]; do
@@ -59,7 +62,7 @@ done
 median() { awk -v f="$2" '{print $f}' "$1" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 line() { # label file field base
   m=$(median "$2" "$3"); b=$(median "$4" "$3")
-  awk -v l="$1" -v m="$m" -v b="$b" 'BEGIN { printf "    %-42s %12.1f %+10.1f (%+6.2f %%)\n", l, m, m-b, (m-b)*100/b }'
+  awk -v l="$1" -v m="$m" -v b="$b" 'BEGIN { r = b != 0 ? sprintf("%+6.2f %%", (m-b)*100/b) : "   n/a"; printf "    %-42s %12.1f %+10.1f (%s)\n", l, m, m-b, r }'
 }
 echo "hipMemcpyAsync 64 KiB host->device on the simulator ($(nproc) CPUs, load $(cut -d' ' -f1 /proc/loadavg)), $COPIES copies x $ROUNDS rounds (medians of the rounds), vs off:"
 for c in $CONFIGS; do
@@ -68,6 +71,7 @@ for c in $CONFIGS; do
   line "ns inside hipMemcpyAsync (p10)" "$OUT/copy.$c" 2 "$OUT/copy.off"
   line "wall ns per copy" "$OUT/copy.$c" 3 "$OUT/copy.off"
   line "process CPU ns per copy" "$OUT/copy.$c" 4 "$OUT/copy.off"
+  line "agent threads' CPU ns per copy" "$OUT/copy.$c" 5 "$OUT/copy.off"
 done
 echo "graph replay, $NODES nodes x 5 us, $REPLAYS replays x $ROUNDS rounds (medians of the rounds), vs off:"
 for c in $CONFIGS; do
@@ -76,4 +80,10 @@ for c in $CONFIGS; do
   line "replay latency ns, launch..sync (p10)" "$OUT/replay.$c" 2 "$OUT/replay.off"
   line "ns inside hipGraphLaunch (median)" "$OUT/replay.$c" 3 "$OUT/replay.off"
   line "process CPU ns per replay" "$OUT/replay.$c" 4 "$OUT/replay.off"
+  line "agent threads' CPU ns per replay" "$OUT/replay.$c" 5 "$OUT/replay.off"
+done
+echo "what the replay spans cost (hsa vs hsa-nospans):"
+for f in 1 2 3 5; do
+  case $f in 1) l="replay latency (median)";; 2) l="replay latency (p10)";; 3) l="ns inside hipGraphLaunch";; 5) l="agent threads' CPU ns per replay";; esac
+  line "$l" "$OUT/replay.hsa" $f "$OUT/replay.hsa-nospans"
 done

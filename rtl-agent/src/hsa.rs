@@ -607,7 +607,7 @@ unsafe extern "C" fn handler(pkts: *const c_void, count: u64, _user_index: u64, 
             } else {
                 counters().graph_batches_skipped.fetch_add(1, Relaxed);
             }
-            let span = span_packets(f, p, q, count, OpKind::GraphExecution);
+            let span = if crate::hsa_spans() { span_packets(f, p, q, count, OpKind::GraphExecution) } else { None };
             if span.is_none() && nodes.is_none() {
                 return;
             }
@@ -1125,7 +1125,10 @@ unsafe fn install(table: *mut u8) -> Result<(), String> {
 
 /// What HSA capture times in this process (`Info::captures`).
 pub(crate) fn captures() -> u32 {
-    let mut c = wire::CAP_KERNELS | wire::CAP_MEMSETS | wire::CAP_BLIT_COPIES | wire::CAP_BARRIERS | wire::CAP_GRAPH_SPANS;
+    let mut c = wire::CAP_KERNELS | wire::CAP_MEMSETS | wire::CAP_BLIT_COPIES | wire::CAP_BARRIERS;
+    if crate::hsa_spans() {
+        c |= wire::CAP_GRAPH_SPANS;
+    }
     if crate::hsa_copy::WRAPPED.load(Relaxed) {
         c |= wire::CAP_COPIES;
     }

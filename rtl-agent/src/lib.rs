@@ -15,7 +15,7 @@
 //!
 //! # Environment
 //! See [`config`]: `RTL_AGENT_GPU`, `RTL_AGENT_DRAIN_MS`, `RTL_AGENT_WAIT_MS`, `RTL_AGENT_QUIET`,
-//! `RTL_AGENT_HSA_BATCHES`, `RTL_AGENT_DUMP`. Nothing else is read (plus `LD_PRELOAD` and
+//! `RTL_AGENT_HSA_BATCHES`, `RTL_AGENT_HSA_SPANS`, `RTL_AGENT_DUMP`. Nothing else is read (plus `LD_PRELOAD` and
 //! `HSA_TOOLS_LIB`, only to learn how the agent itself was loaded).
 //!
 //! # Never harming the process
@@ -200,6 +200,11 @@ static CUDA_INJECTION_NAMED: AtomicBool = AtomicBool::new(false);
 /// RTL_AGENT_HSA_BATCHES: capture inside multi-packet batches too.
 pub(crate) fn hsa_batches() -> bool {
     config().hsa_batches
+}
+
+/// RTL_AGENT_HSA_SPANS=0: no span around graph replays.
+pub(crate) fn hsa_spans() -> bool {
+    !config().hsa_no_spans
 }
 
 /// Signal capture installed (from OnLoad).

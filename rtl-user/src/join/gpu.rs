@@ -858,7 +858,7 @@ pub fn gpu_source_text(source: Option<Source>, captures: u32) -> String {
         (agent::CAP_COPIES, "copies", "copies on DMA engines"),
         (agent::CAP_MEMSETS, "memsets", "memsets"),
         (agent::CAP_BARRIERS, "barriers", "barriers"),
-        (agent::CAP_GRAPH_SPANS, "graph spans", ""),
+        (agent::CAP_GRAPH_SPANS, "graph spans", if captures & agent::CAP_GRAPH_NODES == 0 && source == Some(Source::Hsa) { "graph replays" } else { "" }),
         (agent::CAP_GRAPH_NODES, "graph nodes", "graph nodes one by one"),
     ] {
         if has(cap) {
