@@ -17,6 +17,7 @@
 #include <time.h>
 #include <vector>
 #include <dirent.h>
+#include <unistd.h>
 #include <sys/resource.h>
 
 __global__ void node_kernel(int *p) { if (p) p[0] = 1; }
