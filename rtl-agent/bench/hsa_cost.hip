@@ -28,32 +28,27 @@ static double cpu_ns() {
     return (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e9 + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e3;
 }
 // CPU ns of this process's threads whose name starts with "rtl-agent" (the agent's completion
-// and publisher threads), from /proc/self/task/*/stat.
+// and publisher threads): /proc/self/task/*/schedstat, first field (ns on CPU).
 static double agent_cpu_ns() {
     double total = 0;
-    long tck = sysconf(_SC_CLK_TCK);
     DIR *d = opendir("/proc/self/task");
     if (!d) return 0;
     struct dirent *e;
     while ((e = readdir(d))) {
         if (e->d_name[0] == '.') continue;
-        char p[64], comm[64] = {0}, buf[1024];
+        char p[64], comm[64] = {0};
         snprintf(p, sizeof p, "/proc/self/task/%s/comm", e->d_name);
         FILE *f = fopen(p, "r");
         if (!f) continue;
         if (!fgets(comm, sizeof comm, f)) comm[0] = 0;
         fclose(f);
         if (strncmp(comm, "rtl-agent", 9) != 0) continue;
-        snprintf(p, sizeof p, "/proc/self/task/%s/stat", e->d_name);
+        snprintf(p, sizeof p, "/proc/self/task/%s/schedstat", e->d_name);
         f = fopen(p, "r");
         if (!f) continue;
-        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        unsigned long long ns = 0;
+        if (fscanf(f, "%llu", &ns) == 1) total += (double)ns;
         fclose(f);
-        buf[n] = 0;
-        char *s = strrchr(buf, ')');  // fields after the command name; utime, stime are 14, 15
-        unsigned long ut = 0, st = 0;
-        if (s && sscanf(s + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) == 2)
-            total += (double)(ut + st) * 1e9 / tck;
     }
     closedir(d);
     return total;
