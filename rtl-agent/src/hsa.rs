@@ -420,7 +420,10 @@ pub(crate) fn arm(p: &Pool, i: usize, info: InFlight) {
     // keeps the stream in order behind it): if the completion thread is blocked on signals that
     // do not include this one, wake it (once per wait) so the forward is not late. Dispatches do
     // not pay for this.
-    if info.kind == K_COPY && BLOCKED.load(SeqCst) && !WOKEN.swap(true, AcqRel) {
+    // While only spans are in flight (nothing to forward) the thread waits long; then any new
+    // slot wakes it.
+    let wake = info.kind == K_COPY || (LONG_WAIT.load(SeqCst) && matches!(info.kind, K_DISPATCH | K_SPAN_END));
+    if wake && BLOCKED.load(SeqCst) && !WOKEN.swap(true, AcqRel) {
         let w = WAKE_SIG.load(Relaxed);
         if let (Some(f), true) = (FNS.get(), w != 0) {
             // SAFETY: our wake signal.
@@ -764,6 +767,8 @@ const SIGNAL_CONDITION_LT: u32 = 2;
 static BLOCKED: AtomicBool = AtomicBool::new(false);
 static WOKEN: AtomicBool = AtomicBool::new(false);
 static WAKE_SIG: AtomicU64 = AtomicU64::new(0);
+/// The blocked wait is a long one (nothing in flight needs forwarding: only spans).
+static LONG_WAIT: AtomicBool = AtomicBool::new(false);
 /// Most signals one wait covers (the rest are seen at the next scan).
 const WAIT_MAX: usize = 63;
 const WAIT_STATE_BLOCKED: u32 = 0;
@@ -905,6 +910,7 @@ fn completion_main() {
         let mut found = 0;
         let armed = p.armed.load(SeqCst);
         pending.clear();
+        let mut forwards = false;
         for i in 0..p.high.load(Relaxed) {
             let slot = &p.slots[i];
             if slot.state.load(Acquire) != 1 {
@@ -919,8 +925,12 @@ fn completion_main() {
             if unsafe { (f.signal_load)(sig) } <= 0 {
                 complete(&f, p, i);
                 found += 1;
-            } else if pending.len() < WAIT_MAX {
-                pending.push(sig);
+            } else {
+                // SAFETY: as above.
+                forwards |= unsafe { (*slot.info.get()).orig } != 0;
+                if pending.len() < WAIT_MAX {
+                    pending.push(sig);
+                }
             }
         }
         // Publish from here after the agent's shutdown, and whenever the GPU goes idle (a
@@ -945,10 +955,14 @@ fn completion_main() {
                 // Block in the runtime (bounded: 200 us) until any of them completes, or a
                 // barrier / copy is armed (WAKE_SIG); then rescan everything. Completion is
                 // forwarded within microseconds.
-                let timeout = (200_000 * FREQ.load(Relaxed) / 1_000_000_000).max(1);
+                // Something to forward: look again every 200 us at most (slots armed meanwhile
+                // are not in the set). Only spans: 20 ms, and any new slot wakes us.
+                let ns: u64 = if forwards || w == 0 { 200_000 } else { 20_000_000 };
+                let timeout = (ns * FREQ.load(Relaxed) / 1_000_000_000).max(1);
                 if w != 0 {
                     pending.push(w);
                 }
+                LONG_WAIT.store(!forwards && w != 0, SeqCst);
                 let n = pending.len();
                 let (conds, vals) = ([SIGNAL_CONDITION_LT; WAIT_MAX + 1], [1i64; WAIT_MAX + 1]);
                 BLOCKED.store(true, SeqCst);
@@ -959,6 +973,7 @@ fn completion_main() {
                     unsafe { wait_any(n as u32, pending.as_ptr(), conds.as_ptr(), vals.as_ptr(), timeout, WAIT_STATE_BLOCKED, &mut v) };
                 }
                 BLOCKED.store(false, SeqCst);
+                LONG_WAIT.store(false, Relaxed);
                 if WOKEN.load(Acquire) {
                     // SAFETY: our wake signal, armed again before anyone may set it.
                     unsafe { (f.signal_store)(w, 1) };
