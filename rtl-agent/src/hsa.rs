@@ -420,9 +420,10 @@ pub(crate) fn arm(p: &Pool, i: usize, info: InFlight) {
     // keeps the stream in order behind it): if the completion thread is blocked on signals that
     // do not include this one, wake it (once per wait) so the forward is not late. Dispatches do
     // not pay for this.
-    // While only spans are in flight (nothing to forward) the thread waits long; then any new
-    // slot wakes it.
-    let wake = info.kind == K_COPY || (LONG_WAIT.load(SeqCst) && matches!(info.kind, K_DISPATCH | K_SPAN_END));
+    // While only spans are in flight (nothing to forward) the thread waits long; then a new
+    // dispatch wakes it too (its completion must be forwarded). A new span need not: it is
+    // picked up at the next wake-up (on one queue, when the previous span completes).
+    let wake = info.kind == K_COPY || (info.kind == K_DISPATCH && LONG_WAIT.load(SeqCst));
     if wake && BLOCKED.load(SeqCst) && !WOKEN.swap(true, AcqRel) {
         let w = WAKE_SIG.load(Relaxed);
         if let (Some(f), true) = (FNS.get(), w != 0) {
@@ -956,7 +957,7 @@ fn completion_main() {
                 // barrier / copy is armed (WAKE_SIG); then rescan everything. Completion is
                 // forwarded within microseconds.
                 // Something to forward: look again every 200 us at most (slots armed meanwhile
-                // are not in the set). Only spans: 20 ms, and any new slot wakes us.
+                // are not in the set). Only spans: 20 ms (a new dispatch or copy wakes us).
                 let ns: u64 = if forwards || w == 0 { 200_000 } else { 20_000_000 };
                 let timeout = (ns * FREQ.load(Relaxed) / 1_000_000_000).max(1);
                 if w != 0 {
