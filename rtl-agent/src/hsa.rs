@@ -904,6 +904,7 @@ fn completion_main() {
     let p = pool();
     let mut stop_at: Option<u64> = None;
     let mut pending: Vec<u64> = Vec::with_capacity(WAIT_MAX + 1);
+    let mut spans: Vec<u64> = Vec::with_capacity(WAIT_MAX + 1);
     loop {
         if STOP.load(Acquire) != 0 && stop_at.is_none() {
             stop_at = Some(clock::monotonic_ns() + 1_000_000_000);
@@ -911,6 +912,7 @@ fn completion_main() {
         let mut found = 0;
         let armed = p.armed.load(SeqCst);
         pending.clear();
+        spans.clear();
         let mut forwards = false;
         for i in 0..p.high.load(Relaxed) {
             let slot = &p.slots[i];
@@ -918,7 +920,8 @@ fn completion_main() {
                 continue;
             }
             // SAFETY: state 1 (Acquire) published `info`.
-            if unsafe { (*slot.info.get()).kind } == K_SPAN_START {
+            let (kind, orig) = unsafe { ((*slot.info.get()).kind, (*slot.info.get()).orig) };
+            if kind == K_SPAN_START {
                 continue; // completed with its K_SPAN_END
             }
             let sig = slot.sig.load(Relaxed);
@@ -926,13 +929,19 @@ fn completion_main() {
             if unsafe { (f.signal_load)(sig) } <= 0 {
                 complete(&f, p, i);
                 found += 1;
-            } else {
-                // SAFETY: as above.
-                forwards |= unsafe { (*slot.info.get()).orig } != 0;
+            } else if orig != 0 {
+                // Forwarding is due when it completes: wait for it.
+                forwards = true;
                 if pending.len() < WAIT_MAX {
                     pending.push(sig);
                 }
+            } else if spans.len() < WAIT_MAX {
+                // A span (nothing to forward): waited for only when nothing else is pending.
+                spans.push(sig);
             }
+        }
+        if !forwards {
+            std::mem::swap(&mut pending, &mut spans);
         }
         // Publish from here after the agent's shutdown, and whenever the GPU goes idle (a
         // process may end right after its last synchronisation, e.g. with `_exit`).
