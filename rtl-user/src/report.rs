@@ -92,7 +92,7 @@ pub fn session_summary_text(o: &Outcome) -> Result<String> {
 /// "GPU times: <what>" per distinct GPU source of the traced processes (metadata
 /// `gpu_source.<pid>`, written by the GPU join from each agent's Info record), with the pids
 /// that use it.
-pub fn gpu_source_lines(conn: &Connection) -> Result<Vec<String>> {
+pub fn gpu_source_lines(conn: &rusqlite::Connection) -> Result<Vec<String>> {
     let mut st = conn.prepare("SELECT tag, value FROM rocpd_metadata WHERE tag LIKE 'gpu_source.%'")?;
     let rows: Vec<(String, String)> = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<Result<_, _>>()?;
     let mut by_text: Vec<(String, Vec<u32>)> = Vec::new();
@@ -111,7 +111,7 @@ pub fn gpu_source_lines(conn: &Connection) -> Result<Vec<String>> {
             let more = if pids.len() > 8 { format!(" and {} more", pids.len() - 8) } else { String::new() };
             let who = if pids.len() == 1 { "pid" } else { "pids" };
             // Terminal-safe: the text is ours, but the metadata of a file is input.
-            format!("GPU times: {} ({who} {}{more})", crate::term::escape(&text), shown.join(", "))
+            format!("GPU times: {} ({who} {}{more})", escape(&text), shown.join(", "))
         })
         .collect())
 }
