@@ -233,7 +233,7 @@ fn op_from(rec: &ApiRecord, g: &GpuActivity, version: u8, api_name_id: u32, reco
                 o.dst = dst;
             }
         }
-        OpKind::Barrier => {}
+        OpKind::Barrier | OpKind::GraphExecution => {}
     }
     Some(o)
 }

@@ -5,7 +5,8 @@
 //! | `RTL_AGENT_GPU` | `auto`, `clr`, `hsa`, `none` | `auto` | GPU source. `clr`: hipProfiler*Ext. `hsa`: HSA signal capture (needs the agent in `HSA_TOOLS_LIB`; add it to `LD_PRELOAD` too so `_exit` is flushed). `auto`: hipProfiler*Ext when the loaded libamdhip64 has it, else HSA capture when loaded through `HSA_TOOLS_LIB`. `none`: agent off. |
 //! | `RTL_AGENT_DRAIN_MS` | 1..=60000 | 100 | Period of the publisher thread: GetRecords drains (no chunk callback) and queue flushes. |
 //! | `RTL_AGENT_WAIT_MS` | 0..=3600000 | 30000 | How long the publisher thread keeps looking for a libamdhip64 loaded after start (dlopen by Python etc.). |
-//! | `RTL_AGENT_HSA_BATCHES` | `1` | unset | HSA mode: also capture the dispatches of multi-packet batches (graph replay). Off by default: rewriting signals inside batches breaks ROCr before 7.13 (HSA error 0x1009); by default such batches are passed on untouched and counted. |
+//! | `RTL_AGENT_HSA_BATCHES` | `1` | unset | HSA mode: also time every packet of multi-packet batches (graph replay nodes). Off by default: rewriting signals inside batches breaks ROCr before 7.13 (HSA error 0x1009); by default such batches are passed on untouched (counted) and each is timed as one span by two barrier packets of the agent's around it. |
+//! | `RTL_AGENT_HSA_SPANS` | `0` | unset | HSA mode: no span per graph replay (its batch goes on with nothing around it; no GraphExecution ops). For measuring what the spans cost, or a runtime whose queues must carry nothing but the application's packets around a replay. |
 //! | `RTL_AGENT_QUIET` | `1` | unset | No messages on stderr (status still goes to the collector in the Info record). |
 //! | `RTL_AGENT_DUMP` | a file path | unset | Debugging / tests: also append every published batch to this file (O_APPEND, batches concatenated; `rtl_common::agent::decode_prefix` splits them). |
 //! | `RTL_AGENT_CUPTI_LIB` | a file path | unset | `cupti`: the libcupti to load (else the one loaded, or next to libcudart/libcuda, or `libcupti.so.13`). |
@@ -34,6 +35,8 @@ pub struct Config {
     pub wait_ms: u64,
     pub quiet: bool,
     pub hsa_batches: bool,
+    /// `RTL_AGENT_HSA_SPANS=0`: no span packets around graph replays.
+    pub hsa_no_spans: bool,
     pub dump: Option<OsString>,
     pub cupti_lib: Option<String>,
     pub cupti_dump: Option<OsString>,
@@ -48,7 +51,7 @@ pub const DEFAULT_WAIT_MS: u64 = 30_000;
 
 impl Default for Config {
     fn default() -> Self {
-        Config { gpu: GpuMode::Auto, drain_ms: DEFAULT_DRAIN_MS, wait_ms: DEFAULT_WAIT_MS, quiet: false, hsa_batches: false, dump: None, cupti_lib: None, cupti_dump: None, cupti_api_all: false, cupti_monotonic_clock: false }
+        Config { gpu: GpuMode::Auto, drain_ms: DEFAULT_DRAIN_MS, wait_ms: DEFAULT_WAIT_MS, quiet: false, hsa_batches: false, hsa_no_spans: false, dump: None, cupti_lib: None, cupti_dump: None, cupti_api_all: false, cupti_monotonic_clock: false }
     }
 }
 
@@ -92,6 +95,9 @@ impl Config {
         }
         if let Some(v) = s("RTL_AGENT_HSA_BATCHES") {
             c.hsa_batches = !matches!(v.trim(), "" | "0");
+        }
+        if let Some(v) = s("RTL_AGENT_HSA_SPANS") {
+            c.hsa_no_spans = v.trim() == "0";
         }
         c.dump = get("RTL_AGENT_DUMP").filter(|v| !v.is_empty());
         c.cupti_lib = s("RTL_AGENT_CUPTI_LIB").filter(|v| !v.is_empty());

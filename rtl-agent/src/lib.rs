@@ -15,7 +15,7 @@
 //!
 //! # Environment
 //! See [`config`]: `RTL_AGENT_GPU`, `RTL_AGENT_DRAIN_MS`, `RTL_AGENT_WAIT_MS`, `RTL_AGENT_QUIET`,
-//! `RTL_AGENT_HSA_BATCHES`, `RTL_AGENT_DUMP`. Nothing else is read (plus `LD_PRELOAD` and
+//! `RTL_AGENT_HSA_BATCHES`, `RTL_AGENT_HSA_SPANS`, `RTL_AGENT_DUMP`. Nothing else is read (plus `LD_PRELOAD` and
 //! `HSA_TOOLS_LIB`, only to learn how the agent itself was loaded).
 //!
 //! # Never harming the process
@@ -75,6 +75,8 @@ pub mod clr;
 pub mod config;
 pub mod cupti;
 pub mod hsa;
+mod hsa_copy;
+pub mod hsa_layout;
 pub mod loaded;
 pub mod publish;
 pub mod thread_seq;
@@ -200,9 +202,15 @@ pub(crate) fn hsa_batches() -> bool {
     config().hsa_batches
 }
 
+/// RTL_AGENT_HSA_SPANS=0: no span around graph replays.
+pub(crate) fn hsa_spans() -> bool {
+    !config().hsa_no_spans
+}
+
 /// Signal capture installed (from OnLoad).
 pub(crate) fn hsa_active() {
     INFO.source.store(wire::Source::Hsa as u8, Relaxed);
+    INFO.captures.store(hsa::captures(), Relaxed);
     INFO.status.store(wire::Status::Active as u8, Relaxed);
     publish::GPU_CLOCK.store(wire::ClockDomain::HsaSystem as u8, Relaxed);
     PHASE.store(ACTIVE, Release);
@@ -431,13 +439,18 @@ fn activate(h: *mut c_void, name: &CStr) {
                 unsafe { clr::object_path(h, name) }
             ));
         }
-        publish::publish_meta(0);
+        // With the HSA fallback coming (OnLoad, inside hsa_init), "no hipProfiler*Ext" is not
+        // this process's status: OnLoad publishes the real one (HSA capture, or why not).
+        if !hsa_fallback {
+            publish::publish_meta(0);
+        }
         return;
     };
     if SOURCE.compare_exchange(SRC_NONE, SRC_CLR, AcqRel, Acquire).is_err() {
         return;
     }
     INFO.source.store(wire::Source::Clr as u8, Relaxed);
+    INFO.captures.store(wire::CAP_KERNELS | wire::CAP_COPIES | wire::CAP_MEMSETS | wire::CAP_BARRIERS | wire::CAP_GRAPH_NODES, Relaxed);
     INFO.profiler_api.store(api.version(), Relaxed);
     publish::GPU_CLOCK.store(clr::GPU_CLOCK as u8, Relaxed);
     publish::buffers();
@@ -473,6 +486,7 @@ fn activate_cupti() {
         return;
     }
     INFO.source.store(wire::Source::Cupti as u8, Relaxed);
+    INFO.captures.store(wire::CAP_KERNELS | wire::CAP_COPIES | wire::CAP_MEMSETS | wire::CAP_GRAPH_NODES, Relaxed);
     publish::GPU_CLOCK.store(wire::ClockDomain::Monotonic as u8, Relaxed);
     match cupti::start() {
         Ok(path) => {

@@ -311,6 +311,9 @@ pub struct AtomicCounters {
     pub api_errors: AtomicU64,
     pub spill_truncated: AtomicU64,
     pub dump_errors: AtomicU64,
+    pub graph_spans: AtomicU64,
+    pub barriers_untimed: AtomicU64,
+    pub other_packets: AtomicU64,
 }
 
 impl AtomicCounters {
@@ -326,6 +329,9 @@ impl AtomicCounters {
             api_errors: self.api_errors.load(Relaxed),
             spill_truncated: self.spill_truncated.load(Relaxed),
             dump_errors: self.dump_errors.load(Relaxed),
+            graph_spans: self.graph_spans.load(Relaxed),
+            barriers_untimed: self.barriers_untimed.load(Relaxed),
+            other_packets: self.other_packets.load(Relaxed),
             ..Default::default()
         }
     }
@@ -341,6 +347,9 @@ impl AtomicCounters {
             &self.api_errors,
             &self.spill_truncated,
             &self.dump_errors,
+            &self.graph_spans,
+            &self.barriers_untimed,
+            &self.other_packets,
         ] {
             c.store(0, Relaxed);
         }
@@ -363,6 +372,8 @@ pub struct InfoState {
     /// The profiler session's start instant (CLOCK_MONOTONIC bounds; 0: unknown).
     pub anchor_lo_ns: AtomicU64,
     pub anchor_hi_ns: AtomicU64,
+    /// `wire::CAP_*`: what the active source captures.
+    pub captures: AtomicU32,
 }
 
 impl InfoState {
@@ -381,6 +392,7 @@ pub static INFO: InfoState = InfoState {
     start_record_id: AtomicU64::new(0),
     anchor_lo_ns: AtomicU64::new(0),
     anchor_hi_ns: AtomicU64::new(0),
+    captures: AtomicU32::new(0),
 };
 
 pub fn record_error(rc: i32) {
@@ -399,6 +411,7 @@ fn info() -> Info {
         start_record_id: INFO.start_record_id.load(Relaxed),
         anchor_lo_ns: INFO.anchor_lo_ns.load(Relaxed),
         anchor_hi_ns: INFO.anchor_hi_ns.load(Relaxed),
+        captures: INFO.captures.load(Relaxed),
         ..Default::default()
     }
 }

@@ -7,11 +7,18 @@
 //!
 //! | kind | record | size |
 //! | --- | --- | --- |
-//! | 1 | [`GpuOp`]: one GPU operation (dispatch, copy, barrier, memset) and the API call that caused it | 160 (152 in version 1) |
+//! | 1 | [`GpuOp`]: one GPU operation (dispatch, copy, barrier, memset, graph replay span) and the API call that caused it | 160 (152 in version 1) |
 //! | 2 | [`StringHead`] + bytes: an interned string (kernel or API name), sent once per process | 24 + len, rounded up to 8 |
 //! | 3 | [`ClockSync`]: paired CLOCK_REALTIME / CLOCK_MONOTONIC readings | 48 |
-//! | 4 | [`Counters`]: the agent's cumulative counters (records seen, drops, ...) | 88 |
-//! | 5 | [`Info`]: which GPU source is active, the profiler API version, or why there is none | 48 (32 in version 1) |
+//! | 4 | [`Counters`]: the agent's cumulative counters (records seen, drops, ...) | 112 (88 before the HSA copy/span counters) |
+//! | 5 | [`Info`]: which GPU source is active and what it captures ([`Info::captures`]), the profiler API version, or why there is none | 48 (32 in version 1) |
+//!
+//! Additions that keep the version (a decoder of this crate reads both forms, whatever the
+//! batch's version): [`OpKind::GraphExecution`] (a new value), `Info::captures` (was padding,
+//! always sent as 0), fields appended to [`Counters`] (the 88-byte record still decodes, the
+//! appended fields read 0). A collector older than the agent rejects batches carrying what it
+//! does not know (counted as `agent_batches_rejected`): upgrade the collector first (they ship
+//! together).
 //!
 //! Strings are interned per process: a `GpuOp` refers to `kernel_name_id` / `api_name_id`
 //! (0 = none/unknown), and the string record with that id is published in the same batch or an
@@ -162,6 +169,10 @@ pub enum OpKind {
     Barrier = 2,
     /// A fill (the profiler's copy with copy_kind 12).
     Memset = 3,
+    /// One graph replay as a whole: from when its first packet could start to when its last
+    /// packet completed (HSA: timed by the agent's barrier packets around the replay's batch,
+    /// the graph's own packets untouched); `op_count` = packets in the batch.
+    GraphExecution = 4,
 }
 
 impl OpKind {
@@ -171,6 +182,7 @@ impl OpKind {
             1 => Self::Copy,
             2 => Self::Barrier,
             3 => Self::Memset,
+            4 => Self::GraphExecution,
             _ => return None,
         })
     }
@@ -200,6 +212,11 @@ impl ClockDomain {
         })
     }
 }
+
+/// `GpuOp::queue` of a copy made by a DMA (SDMA) engine rather than on an AQL queue (HSA
+/// source): `QUEUE_DMA` when the runtime picked the engine (`hsa_amd_memory_async_copy[_rect]`),
+/// `QUEUE_DMA + 1 + n` for engine n asked for with `hsa_amd_memory_async_copy_on_engine`.
+pub const QUEUE_DMA: u32 = 1_000_000;
 
 /// `GpuOp::flags`: part of a graph launch (the profiler's is_graph bit).
 pub const OP_IS_GRAPH: u8 = 1 << 0;
@@ -340,7 +357,18 @@ pub struct Counters {
     pub spill_truncated: u64,
     /// Batches that could not be written to the dump file.
     pub dump_errors: u64,
+    // ---- appended (records of 88 bytes end here; a decoder reads these as 0 then) ----
+    /// HSA: graph replays (multi-packet batches) timed as one span.
+    pub graph_spans: u64,
+    /// HSA: barrier packets without a completion signal (the runtime wants no completion):
+    /// passed on untouched and untimed.
+    pub barriers_untimed: u64,
+    /// HSA: packets of other types (vendor-specific, invalid) passed on untouched.
+    pub other_packets: u64,
 }
+
+/// Bytes of a [`Counters`] record from agents before `graph_spans` was appended.
+pub const COUNTERS_LEN_V1: usize = 88;
 
 /// `Info::status`.
 #[repr(u8)]
@@ -389,6 +417,21 @@ pub const API_V0: u8 = 1;
 /// v0.1.0: hipProfilerRegisterChunkCallbackExt present.
 pub const API_V0_1: u8 = 2;
 
+/// `Info::captures` bits: what the active source times in this process (0 from agents before
+/// the field existed: unknown).
+pub const CAP_KERNELS: u32 = 1 << 0;
+/// Copies (DMA engine copies; CLR/CUPTI: every copy).
+pub const CAP_COPIES: u32 = 1 << 1;
+pub const CAP_MEMSETS: u32 = 1 << 2;
+/// Barrier / marker packets (event records, stream waits).
+pub const CAP_BARRIERS: u32 = 1 << 3;
+/// Every graph replay as one [`OpKind::GraphExecution`] span.
+pub const CAP_GRAPH_SPANS: u32 = 1 << 4;
+/// Every kernel / copy of a graph replay on its own (per node).
+pub const CAP_GRAPH_NODES: u32 = 1 << 5;
+/// Copies the runtime makes with blit kernels, named as copies (HSA: `__amd_rocclr_copy*`).
+pub const CAP_BLIT_COPIES: u32 = 1 << 6;
+
 /// `Info::mode` flags.
 pub const MODE_CALLBACK: u8 = 1 << 0;
 pub const MODE_HSA_TOOL: u8 = 1 << 1;
@@ -411,7 +454,8 @@ pub struct Info {
     pub status: u8,
     /// The last failing return code (hipError_t), 0 if none.
     pub last_error: i32,
-    pub _pad0: u32,
+    /// `CAP_*` bits: what this source captures here (was padding, always 0, before).
+    pub captures: u32,
     /// Record index at which this session started (hipProfilerEnableExt's start_record_id).
     pub start_record_id: u64,
     /// CLOCK_MONOTONIC bounds of the instant the profiler session began (0: unknown); see the
@@ -430,7 +474,7 @@ const _: () = {
     assert!(size_of::<GpuOp>() == 160);
     assert!(size_of::<StringHead>() == 24);
     assert!(size_of::<ClockSync>() == 48);
-    assert!(size_of::<Counters>() == 88);
+    assert!(size_of::<Counters>() == 112);
     assert!(size_of::<Info>() == 48);
 };
 
@@ -656,8 +700,11 @@ fn parse_record(bytes: &[u8], off: usize, index: u32, version: u16) -> Result<(R
             Record::ClockSync(r)
         }
         RecordKind::Counters => {
-            fixed(size_of::<Counters>())?;
-            Record::Counters(read(bytes, off).ok_or(bad_len)?)
+            // The old, shorter record too: appended fields read as 0.
+            if len != size_of::<Counters>() && len != COUNTERS_LEN_V1 {
+                return Err(bad_len);
+            }
+            Record::Counters(read_prefix(bytes, off, len).ok_or(bad_len)?)
         }
         RecordKind::Info => {
             let size = if version == 1 { INFO_V1 } else { size_of::<Info>() };
@@ -1034,6 +1081,52 @@ mod tests {
         assert!(w.push_gpu_op(&o));
         let b = w.finish(0).to_vec();
         assert_eq!(decode(&b).unwrap_err(), DecodeError::BadField { offset: 32, field: "op" });
+    }
+
+    /// An agent from before the appended counters (88-byte Counters record) still decodes; the
+    /// appended fields read 0. A record of any other length is rejected.
+    #[test]
+    fn old_counters_record_and_new_values() {
+        let mut buf = [0u8; 1024];
+        let mut w = BatchWriter::new(&mut buf, 1, 0).unwrap();
+        let mut o = op(0);
+        o.op = OpKind::GraphExecution as u8;
+        o.op_count = 21;
+        assert!(w.push_gpu_op(&o));
+        assert!(w.push_info(&Info { source: Source::Hsa as u8, captures: CAP_KERNELS | CAP_GRAPH_SPANS, ..Default::default() }));
+        let b = w.finish(0).to_vec();
+        let recs: Vec<_> = decode(&b).unwrap().records().collect();
+        assert!(matches!(recs[0], Record::GpuOp(g) if g.op == 4 && g.op_count == 21));
+        assert!(matches!(recs[1], Record::Info(i) if i.captures == CAP_KERNELS | CAP_GRAPH_SPANS));
+        // Hand-made old batch: header + an 88-byte counters record.
+        let c = Counters { records_seen: 5, dump_errors: 9, graph_spans: 77, ..Default::default() };
+        let mut old = Vec::new();
+        let h = BatchHeader {
+            magic: MAGIC,
+            version: VERSION,
+            header_len: 32,
+            total_len: (32 + COUNTERS_LEN_V1) as u32,
+            record_count: 1,
+            pid: 1,
+            flags: 0,
+            batch_seq: 0,
+        };
+        old.extend_from_slice(as_bytes(&h));
+        old.extend_from_slice(&as_bytes(&c)[..COUNTERS_LEN_V1]);
+        set_u32(&mut old, 32, RecordKind::Counters as u32);
+        set_u32(&mut old, 36, COUNTERS_LEN_V1 as u32);
+        match decode(&old).unwrap().records().next().unwrap() {
+            Record::Counters(d) => {
+                assert_eq!((d.records_seen, d.dump_errors), (5, 9));
+                assert_eq!((d.graph_spans, d.barriers_untimed, d.other_packets), (0, 0, 0), "appended fields absent: 0");
+            }
+            r => panic!("{r:?}"),
+        }
+        let mut bad = old.clone();
+        bad.extend_from_slice(&[0; 8]);
+        set_u32(&mut bad, 8, (32 + COUNTERS_LEN_V1 + 8) as u32);
+        set_u32(&mut bad, 36, (COUNTERS_LEN_V1 + 8) as u32);
+        assert!(matches!(decode(&bad), Err(DecodeError::BadRecordLen { .. })));
     }
 
     #[test]

@@ -82,6 +82,36 @@ pub fn session_summary_text(o: &Outcome) -> Result<String> {
         "{} API calls from {} processes written, {} GPU/marker ops; {loss}",
         o.written.api_rows, procs, o.written.op_rows,
     );
+    for line in gpu_source_lines(&conn)? {
+        let _ = writeln!(w, "{line}");
+    }
     let _ = writeln!(w, "trace: {}", crate::term::path(&o.output));
     Ok(w)
+}
+
+/// "GPU times: <what>" per distinct GPU source of the traced processes (metadata
+/// `gpu_source.<pid>`, written by the GPU join from each agent's Info record), with the pids
+/// that use it.
+pub fn gpu_source_lines(conn: &rusqlite::Connection) -> Result<Vec<String>> {
+    let mut st = conn.prepare("SELECT tag, value FROM rocpd_metadata WHERE tag LIKE 'gpu_source.%'")?;
+    let rows: Vec<(String, String)> = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<Result<_, _>>()?;
+    let mut by_text: Vec<(String, Vec<u32>)> = Vec::new();
+    for (tag, text) in rows {
+        let Ok(pid) = tag["gpu_source.".len()..].parse::<u32>() else { continue };
+        match by_text.iter_mut().find(|(t, _)| *t == text) {
+            Some((_, pids)) => pids.push(pid),
+            None => by_text.push((text, vec![pid])),
+        }
+    }
+    Ok(by_text
+        .into_iter()
+        .map(|(text, mut pids)| {
+            pids.sort_unstable();
+            let shown: Vec<String> = pids.iter().take(8).map(u32::to_string).collect();
+            let more = if pids.len() > 8 { format!(" and {} more", pids.len() - 8) } else { String::new() };
+            let who = if pids.len() == 1 { "pid" } else { "pids" };
+            // Terminal-safe: the text is ours, but the metadata of a file is input.
+            format!("GPU times: {} ({who} {}{more})", escape(&text), shown.join(", "))
+        })
+        .collect())
 }

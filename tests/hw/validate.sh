@@ -18,7 +18,7 @@
 #   RTL_HW_MAX_GRAPH_OVERHEAD_US  allowed median hipGraphLaunch slowdown under rtl-ebpf (default 20)
 #   RTL_HW_TIMEOUT           seconds for one traced run before it counts as hung (default 300)
 #   RTL_HW_OUT               where traces and logs go (default: a new /tmp/rtl-hw.XXXXXX)
-#   RTL_HW_CHECKS            which groups to run (default: "hsa graph clr migration latency multi")
+#   RTL_HW_CHECKS            which groups to run (default: "hsa copies graph clr migration latency multi")
 # Exit status: 0 all checks passed (SKIP/XFAIL allowed), 1 a check failed, 2 prerequisites missing.
 
 # The analysis results (h_kernels, m_pids, ...) are assigned by load() through printf -v, and
@@ -46,7 +46,8 @@ REPLAYS=${RTL_HW_REPLAYS:-200}
 MAX_OVERHEAD_US=${RTL_HW_MAX_GRAPH_OVERHEAD_US:-20}
 TMO=${RTL_HW_TIMEOUT:-300}
 OUT=${RTL_HW_OUT:-$(mktemp -d /tmp/rtl-hw.XXXXXX)}
-CHECKS=" ${RTL_HW_CHECKS:-hsa graph clr migration latency multi} "
+ALL_CHECKS="hsa copies graph clr migration latency multi"
+CHECKS=" ${RTL_HW_CHECKS:-$ALL_CHECKS} "
 want() { [[ $CHECKS == *" $1 "* ]]; }
 mkdir -p "$OUT"
 
@@ -69,7 +70,7 @@ missing=()
 # ../lib/rtl-ebpf/ (the package, the tarball).
 [[ -f "$(dirname "$RTL")/librtl_agent.so" || -f "$(dirname "$RTL")/../lib/rtl-ebpf/librtl_agent.so" ]] ||
     missing+=("librtl_agent.so next to $RTL or in $(dirname "$RTL")/../lib/rtl-ebpf/: cargo build --release -p rtl-agent, or install the package")
-for w in demo serve_sim graph_replay; do
+for w in demo serve_sim graph_replay copy_graph; do
     [[ -x "$WL/$w" ]] || missing+=("workload $WL/$w: make -C tests/workloads (needs hipcc), or set RTL_HW_WORKLOADS")
 done
 for c in python3 sqlite3 timeout ldd; do
@@ -237,6 +238,37 @@ if mode == "check":  # check TRUTH DB WANT_GRAPH(0/1)
              + m("agent_batches_truncated") + m("records_rejected"),
        gpu_ops=m("gpu_ops"), linked=m("gpu_ops_linked"), unlinked=m("gpu_ops_unlinked"),
        skipped=m("agent_graph_batches_skipped"))
+elif mode == "hsa14":  # hsa14 TRUTH DB: copies, barriers, replay spans (issue 14), per call of the workload
+    rows = [r for r in truth(sys.argv[2]) if "api" in r and "start_ns" in r and r.get("ret", 0) == 0]
+    c = sqlite3.connect(sys.argv[3])
+    # ops linked to each traced call: (pid, tid, api) -> [(start, end, opType, op start, op end)]
+    linked = {}
+    for pid, tid, api, s0, e0, ty, os, oe in c.execute(
+            "SELECT a.pid, a.tid, n.string, a.start, a.end, t.string, o.start, o.end FROM rocpd_op o "
+            "JOIN rocpd_api_ops l ON l.op_id = o.id JOIN rocpd_api a ON a.id = l.api_id "
+            "JOIN rocpd_string n ON n.id = a.apiName_id JOIN rocpd_string t ON t.id = o.opType_id"):
+        linked.setdefault((pid, tid, api), []).append((s0, e0, ty, os, oe))
+    def ops_of(r):  # ops linked to the traced call inside this truth record (timed around the call)
+        return [(ty, os, oe) for s0, e0, ty, os, oe in linked.get((r["pid"], r["tid"], r["api"]), [])
+                if r["start_ns"] <= s0 and e0 <= r["end_ns"]]
+    want_dir = {1: ("CopyHostToDevice", "Copy"), 2: ("CopyDeviceToHost", "Copy")}
+    copies = [r for r in rows if r["api"] == "hipMemcpyAsync" and r.get("kind") in want_dir and not r.get("captured")]
+    copy_ok = sum(1 for r in copies if any(ty in want_dir[r["kind"]] for ty, _, _ in ops_of(r)))
+    launches = [r for r in rows if r["api"] == "hipGraphLaunch" and not r.get("captured")]
+    spans_ok, nodes_out = 0, 0
+    for r in launches:
+        ops = ops_of(r)
+        sp = [(os, oe) for ty, os, oe in ops if ty == "GraphExecution"]
+        if len(sp) == 1 and sp[0][0] >= r["start_ns"] and sp[0][1] > sp[0][0]:
+            spans_ok += 1
+            nodes_out += sum(1 for ty, os, oe in ops if ty != "GraphExecution" and (os < sp[0][0] or oe > sp[0][1]))
+    events = [r for r in rows if r["api"] in ("hipEventRecord", "hipStreamWaitEvent") and not r.get("captured")]
+    ev_ok = sum(1 for r in events if any(ty == "Barrier" for ty, _, _ in ops_of(r)))
+    meta = dict(c.execute("SELECT tag, CAST(value AS TEXT) FROM rocpd_metadata"))
+    src = ";".join(v for t, v in meta.items() if t.startswith("gpu_source.")) or "-"
+    kv(copy_calls=len(copies), copy_ok=copy_ok, graph_launches=len(launches), spans_ok=spans_ok, nodes_out=nodes_out,
+       event_calls=len(events), event_ok=ev_ok, untimed=meta.get("agent_barriers_untimed", "?"),
+       hsa_source=int(src.startswith("HSA capture")), source=src.replace(" ", "_"))
 elif mode == "latency":  # latency TRUTH: median hipGraphLaunch duration in us
     d = [r["end_ns"] - r["start_ns"] for r in truth(sys.argv[2])
          if r.get("api") == "hipGraphLaunch" and "start_ns" in r and r.get("ret", 0) == 0]
@@ -258,7 +290,8 @@ load() {
     shift
     # Defaults: a failed analysis leaves "?" (FAIL in verdict), never an unbound variable.
     for k in kernels expected plain graph graph_launches names missing_names calls traced_calls calls_short \
-        pids traced_pids drops gpu_ops linked unlinked skipped n median_us p90_us clr error; do
+        pids traced_pids drops gpu_ops linked unlinked skipped n median_us p90_us clr error \
+        copy_calls copy_ok spans_ok nodes_out event_calls event_ok untimed hsa_source source; do
         printf -v "${p}_$k" '%s' '?'
     done
     while IFS= read -r line; do
@@ -295,6 +328,30 @@ if want hsa; then
     fi
 fi
 
+# 1b. HSA mode, issue 14: copies, barriers and graph replay spans (copy_graph: 5 threads x 20
+# rounds of {H2D copy, 2 kernels, D2H copy, event record + stream wait} on per-thread streams, then
+# a graph of 20 kernels and a D2D copy replayed 5 times).
+if want copies; then
+    traced hsa_copies hsa -- "$WL/copy_graph" --threads 5 --rounds 20 --events 1 --graph-nodes 20 --graph-replays 5
+    rc=$?
+    if [[ $rc -ne 0 ]]; then
+        record hsa.copies FAIL "$(rc_note $rc); see $OUT/hsa_copies.err"
+    else
+        load k hsa14 "$OUT/hsa_copies.truth" "$OUT/hsa_copies.db"
+        verdict hsa.copies "k_copy_ok == k_copy_calls && k_copy_calls > 0" \
+            "$k_copy_ok of $k_copy_calls hipMemcpyAsync H2D/D2H calls have a linked copy op of their direction"
+        verdict hsa.graph_spans "k_spans_ok == k_graph_launches && k_graph_launches > 0" \
+            "$k_spans_ok of $k_graph_launches hipGraphLaunch calls have one GraphExecution span (after the call started, non-empty)"
+        # The runtime may record an event without a packet (reusing the last one's signal):
+        # reported, not judged.
+        record hsa.barriers INFO "$k_event_ok of $k_event_calls hipEventRecord/hipStreamWaitEvent calls have a linked Barrier; $k_untimed barrier packets passed on untimed"
+        says=$(grep -c 'GPU times: HSA capture' "$OUT/hsa_copies.err")
+        advice=$(grep -c 'use --gpu hsa' "$OUT/hsa_copies.err")
+        verdict hsa.source_line "k_hsa_source == 1 && says >= 1 && advice == 0" \
+            "told at start/summary $says time(s), no advice to use what is on ($advice); metadata: $k_source"
+    fi
+fi
+
 # 2. HSA mode, graph replay: default leaves batches alone (counted), opt-in records them.
 if want graph; then
     traced hsa_graph hsa -- "$WL/graph_replay" --nodes "$NODES" --replays 20
@@ -312,6 +369,10 @@ if want graph; then
     if [[ $rc -eq 0 ]]; then
         load b check "$OUT/hsa_graph_batches.truth" "$OUT/hsa_graph_batches.db" 1
         verdict hsa.graph_opt_in "b_kernels == b_expected" "RTL_AGENT_HSA_BATCHES=1: $b_kernels kernels traced, expected $b_expected ($b_graph graph nodes)"
+        # The span timestamps (our barrier packets) against the nodes' own: each node inside.
+        load bs hsa14 "$OUT/hsa_graph_batches.truth" "$OUT/hsa_graph_batches.db"
+        verdict hsa.span_contains_nodes "bs_spans_ok == bs_graph_launches && bs_nodes_out == 0" \
+            "$bs_spans_ok of $bs_graph_launches replays with one span; $bs_nodes_out graph nodes outside their replay's span"
     elif [[ -z "$HWLIB" && $rocm_mm -lt 7013 ]]; then
         record hsa.graph_opt_in XFAIL "$(rc_note $rc): ROCm $rocm_version < 7.13 breaks signal injection in batches (why the default skips them)"
     else
@@ -393,6 +454,9 @@ fi
 
 # ---------------------------------------------------------------------------------------------
 # The table.
+not_run=()
+for g in $ALL_CHECKS; do want "$g" || not_run+=("$g"); done
+((${#not_run[@]})) && record not_run INFO "groups not run (RTL_HW_CHECKS): ${not_run[*]}"
 fails=0
 echo
 printf '%-24s %-6s %s\n' CHECK RESULT DETAIL

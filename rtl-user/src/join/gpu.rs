@@ -27,6 +27,10 @@
 //!
 //! A record waits (bounded) while its call may still be open, while its events may still be in
 //! flight in the ring buffer, or while its lane's numbering is undecided.
+//!
+//! Each process's GPU source (what its agent's Info record says: source and what it captures)
+//! is told once when it starts (a notice: "GPU times: HSA capture (stock ROCm): kernels, ...")
+//! and kept as `gpu_source.<pid>` in the trace's metadata, which the end summary prints.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
@@ -34,7 +38,7 @@ use std::sync::Arc;
 
 use rtl_common::agent::{self, ClockDomain, GpuOp, OpKind, Record, Source, Status};
 
-use super::rows::{ApiRow, CallStatus, LinkKind, OpRow, RtlApiRow, Row};
+use super::rows::{ApiRow, CallStatus, LinkKind, MetaRow, OpRow, RtlApiRow, Row};
 use super::sequence::{Lane, Placement, Query, SequenceStats};
 use super::thread_hash::profiler_thread_id;
 
@@ -93,6 +97,9 @@ pub struct GpuStats {
     pub agent_ops_seen: u64,
     pub graph_batches_skipped: u64,
     pub sequence: SequenceStats,
+    pub graph_spans: u64,
+    pub barriers_untimed: u64,
+    pub other_packets: u64,
 }
 
 /// How one API record was decided (all its ops share it).
@@ -126,6 +133,8 @@ struct Process {
     progress: HashMap<u64, u64>,
     decided: HashMap<u64, Decision>,
     decided_order: VecDeque<u64>,
+    /// The `gpu_source.<pid>` text last written.
+    source_text: Option<String>,
 }
 
 impl Process {
@@ -355,9 +364,21 @@ impl GpuJoiner {
                         p.anchor = Some((i.anchor_lo_ns, i.anchor_hi_ns));
                     }
                     let status = Status::from_u8(i.status);
-                    if !matches!(status, Some(Status::Active | Status::Stopped)) && !p.status_reported {
-                        p.status_reported = true;
-                        self.notices.push(format!("pid {pid}: the agent has no GPU source: {}", status_text(status, i.last_error)));
+                    let text = match status {
+                        Some(Status::Active) => Some(gpu_source_text(Source::from_u8(i.source), i.captures)),
+                        // Shutting down: what it captured stands.
+                        Some(Status::Stopped) => None,
+                        _ => Some(format!("none: {}", status_text(status, i.last_error, i.mode & agent::MODE_HSA_TOOL != 0))),
+                    };
+                    if let Some(text) = text.filter(|t| p.source_text.as_ref() != Some(t)) {
+                        if status == Some(Status::Active) {
+                            self.notices.push(format!("pid {pid}: GPU times: {text}"));
+                        } else if !p.status_reported {
+                            p.status_reported = true;
+                            self.notices.push(format!("pid {pid}: the agent has no GPU source: {}", &text["none: ".len()..]));
+                        }
+                        out.push(Row::Meta(MetaRow { tag: format!("gpu_source.{pid}"), value: text.clone() }));
+                        p.source_text = Some(text);
                     }
                 }
                 Record::GpuOp(op) => {
@@ -620,7 +641,12 @@ impl GpuJoiner {
         let mut ambiguous = false;
         let mut newest_end = 0u64;
         for (i, c) in p.calls.iter().enumerate().rev() {
-            newest_end = newest_end.max(c.end);
+            // Whether the op's own call may still be open: with the submitting thread known,
+            // only that thread's calls say so (another thread's later call does not close it:
+            // a synchronous hipMemcpy's copy is published while the call still waits for it).
+            if op.flags & agent::OP_TID_KNOWN == 0 || c.tid == op.tid {
+                newest_end = newest_end.max(c.end);
+            }
             if has_cpu && c.end + tol < cs {
                 break; // calls are in completion order; older ones cannot contain it
             }
@@ -730,10 +756,12 @@ impl GpuJoiner {
         let (start, end) = (self.to_trace_clock(pid, op.gpu_clock, op.gpu_begin_ns), self.to_trace_clock(pid, op.gpu_clock, op.gpu_end_ns));
         let kind = OpKind::from_u8(op.op);
         let name = self.procs.get(&pid).and_then(|p| p.strings.get(&op.kernel_name_id)).map(|s| s.to_string());
+        // Copies and fills the runtime ran as blit kernels carry the kernel's name.
         let (op_type, description) = match kind {
             Some(OpKind::Dispatch) => ("KernelExecution", name.unwrap_or_default()),
-            Some(OpKind::Copy) => (copy_type(op.copy_kind), String::new()),
-            Some(OpKind::Memset) => ("FillBuffer", String::new()),
+            Some(OpKind::Copy) => (copy_type(op.copy_kind), name.unwrap_or_default()),
+            Some(OpKind::Memset) => ("FillBuffer", name.unwrap_or_default()),
+            Some(OpKind::GraphExecution) => ("GraphExecution", format!("graph replay, {} packets", op.op_count)),
             Some(OpKind::Barrier) | None => ("Barrier", String::new()),
         };
         OpRow {
@@ -750,14 +778,25 @@ impl GpuJoiner {
         }
     }
 
-    /// Folds the agents' latest counters into the stats (call at the end).
-    pub fn finish_counters(&mut self) {
+    /// Folds the agents' latest counters into the stats and the trace's metadata (call at the
+    /// end).
+    pub fn finish_counters(&mut self, out: &mut Vec<Row>) {
         for p in self.procs.values() {
             if let Some(c) = p.counters {
                 self.stats.agent_dropped += c.dropped_queue_full;
                 self.stats.agent_ops_seen += c.gpu_ops_seen;
                 self.stats.graph_batches_skipped += c.graph_batches_skipped;
+                self.stats.graph_spans += c.graph_spans;
+                self.stats.barriers_untimed += c.barriers_untimed;
+                self.stats.other_packets += c.other_packets;
             }
+        }
+        for (tag, v) in [
+            ("agent_graph_spans", self.stats.graph_spans),
+            ("agent_barriers_untimed", self.stats.barriers_untimed),
+            ("agent_other_packets", self.stats.other_packets),
+        ] {
+            out.push(Row::Meta(MetaRow { tag: tag.into(), value: v.to_string() }));
         }
     }
 }
@@ -799,12 +838,84 @@ fn copy_type(kind: u8) -> &'static str {
     }
 }
 
-fn status_text(s: Option<Status>, err: i32) -> String {
+/// What a process's GPU source times, as the user is told: "<source>: <what>; not captured:
+/// <what not>". `captures` 0 (an agent from before `Info::captures`): the source only.
+pub fn gpu_source_text(source: Option<Source>, captures: u32) -> String {
+    let name = match source {
+        Some(Source::Hsa) => "HSA capture (stock ROCm)",
+        Some(Source::Clr) => "hipProfiler*Ext (HIP CLR)",
+        Some(Source::Cupti) => "CUPTI",
+        Some(Source::None) | None => "unknown source",
+    };
+    if captures == 0 {
+        return name.to_string();
+    }
+    let has = |c: u32| captures & c != 0;
+    let mut yes = Vec::new();
+    let mut no = Vec::new();
+    for (cap, what, missing) in [
+        (agent::CAP_KERNELS, "kernels", "kernels"),
+        (agent::CAP_COPIES, "copies", "copies on DMA engines"),
+        (agent::CAP_MEMSETS, "memsets", "memsets"),
+        (agent::CAP_BARRIERS, "barriers", "barriers"),
+        (agent::CAP_GRAPH_SPANS, "graph spans", if captures & agent::CAP_GRAPH_NODES == 0 && source == Some(Source::Hsa) { "graph replays" } else { "" }),
+        (agent::CAP_GRAPH_NODES, "graph nodes", "graph nodes one by one"),
+    ] {
+        if has(cap) {
+            yes.push(what);
+        } else if !missing.is_empty() {
+            no.push(missing);
+        }
+    }
+    let mut t = format!("{name}: {}", yes.join(", "));
+    if has(agent::CAP_BLIT_COPIES) {
+        t.push_str(" (blit-kernel copies named as copies)");
+    }
+    if !no.is_empty() {
+        t.push_str("; not captured: ");
+        t.push_str(&no.join(", "));
+        if source == Some(Source::Hsa) && !has(agent::CAP_GRAPH_NODES) {
+            t.push_str(" (opt in: RTL_AGENT_HSA_BATCHES=1)");
+        }
+    }
+    t
+}
+
+/// Why a process has no GPU times. `hsa_tool`: the agent was loaded as an HSA tool too, so HSA
+/// capture was already an option there (no advice to turn on what is on).
+fn status_text(s: Option<Status>, err: i32, hsa_tool: bool) -> String {
     match s {
+        Some(Status::ApiMissing) if hsa_tool => "this ROCm has no hipProfiler*Ext API (it needs a HIP CLR build with hip_profiler_ext.h, ROCm 7.13+ nightly or custom) and HSA capture did not start".into(),
         Some(Status::ApiMissing) => "this ROCm has no hipProfiler*Ext API (it needs a HIP CLR build with hip_profiler_ext.h, ROCm 7.13+ nightly or custom); use --gpu hsa on stock ROCm".into(),
         Some(Status::HipNotLoaded) => "the process never loaded libamdhip64".into(),
         Some(other) => format!("{other:?} (last error {err})"),
         None => format!("unknown status (last error {err})"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn source_lines() {
+        let hsa = agent::CAP_KERNELS | agent::CAP_COPIES | agent::CAP_MEMSETS | agent::CAP_BARRIERS | agent::CAP_GRAPH_SPANS | agent::CAP_BLIT_COPIES;
+        assert_eq!(
+            gpu_source_text(Some(Source::Hsa), hsa),
+            "HSA capture (stock ROCm): kernels, copies, memsets, barriers, graph spans (blit-kernel copies named as copies); \
+             not captured: graph nodes one by one (opt in: RTL_AGENT_HSA_BATCHES=1)"
+        );
+        assert_eq!(
+            gpu_source_text(Some(Source::Hsa), hsa | agent::CAP_GRAPH_NODES),
+            "HSA capture (stock ROCm): kernels, copies, memsets, barriers, graph spans, graph nodes (blit-kernel copies named as copies)"
+        );
+        assert_eq!(
+            gpu_source_text(Some(Source::Clr), agent::CAP_KERNELS | agent::CAP_COPIES | agent::CAP_MEMSETS | agent::CAP_BARRIERS | agent::CAP_GRAPH_NODES),
+            "hipProfiler*Ext (HIP CLR): kernels, copies, memsets, barriers, graph nodes"
+        );
+        assert_eq!(gpu_source_text(Some(Source::Hsa), 0), "HSA capture (stock ROCm)");
+        assert!(!status_text(Some(Status::ApiMissing), 0, true).contains("--gpu hsa"), "no advice to use what is on");
+        assert!(status_text(Some(Status::ApiMissing), 0, false).contains("--gpu hsa"));
     }
 }
 

@@ -291,7 +291,7 @@ impl Joiner {
         out.append(&mut self.deferred);
         let pairer = &mut self.pairer;
         self.gpu.retry_pending(self.last_ts, true, &mut || pairer.alloc_id(), out);
-        self.gpu.finish_counters();
+        self.gpu.finish_counters(out);
         out.extend(self.markers.close_all(self.last_ts).into_iter().map(Row::Op));
         out.extend(self.processes.values().cloned().map(Row::Process));
     }

@@ -128,6 +128,13 @@ pub struct ProcessRow {
     pub exited: bool,
 }
 
+/// A `rocpd_metadata` entry (replaces an earlier value of the same tag).
+#[derive(Debug, Clone)]
+pub struct MetaRow {
+    pub tag: String,
+    pub value: String,
+}
+
 #[derive(Debug, Clone)]
 pub enum Row {
     ApiMeaning(ApiMeaningRow),
@@ -137,4 +144,5 @@ pub enum Row {
     Copy(CopyRow),
     Op(OpRow),
     Process(ProcessRow),
+    Meta(MetaRow),
 }

@@ -299,6 +299,11 @@ impl TraceWriter {
                                 )?
                                 .execute(params![p.pid, p.ppid, p.exe, p.cmdline, p.first_ns as i64, p.last_ns as i64, p.exited])?;
                             }
+                            Row::Meta(m) => {
+                                tx.prepare_cached("DELETE FROM rocpd_metadata WHERE tag = ?1")?.execute(params![m.tag])?;
+                                tx.prepare_cached("INSERT INTO rocpd_metadata (tag, value) VALUES (?1, ?2)")?
+                                    .execute(params![m.tag, m.value])?;
+                            }
                             Row::Api(_) | Row::RtlApi(_) => unreachable!("handled above"),
                         }
                     }

@@ -163,6 +163,8 @@ struct GraphExec {
   uint64_t id = 0;
 };
 
+struct Replay;  // one hipGraphLaunch's nodes in flight (ground truth of the replay span)
+
 struct Op {
   Node n;
   uint64_t api_seq = 0;
@@ -183,12 +185,28 @@ struct Op {
   void* free_ptr = nullptr;     // hipFreeAsync
   prof::Slot slot;
   hipGpuActivityExt* act = nullptr;
+  // How the copy / memset runs, as CLR does it: a blit kernel on the stream's queue, or an
+  // async copy on a copy engine (hsa_amd_memory_async_copy[_rect]) fenced on the queue.
+  struct KernelEntry* blit = nullptr;
+  bool sdma = false;
+  Replay* replay = nullptr;
+  hsa_signal_t recycle[2] = {{0}, {0}};  // signals of an async copy, destroyed once its fence completed
+};
+struct Replay {
+  uint64_t api_seq = 0;
+  int api_tid = 0;
+  hipStream_t stream_arg = nullptr;
+  uint64_t graph_exec = 0;
+  uint32_t nodes = 0;
+  int device = 0;
+  uint64_t start = 0;
 };
 
 // ------------------------------------------------------------------------------------ globals
 std::once_flag g_once;
 hipError_t g_init_err = hipSuccess;
 std::vector<Device*>& devices() { static auto* v = new std::vector<Device*>(); return *v; }
+hsa_agent_t g_cpu_agent{0};  // host side of async copies
 std::atomic<uint64_t> g_api_seq{0};
 std::atomic<uint64_t> g_capture_id{1};
 std::atomic<uint64_t> g_exec_id{1};
@@ -311,8 +329,10 @@ void fill_props(Device* d) {
 
 hsa_status_t collect_gpu(hsa_agent_t a, void* data) {
   hsa_device_type_t t;
-  if (hsa_agent_get_info(a, HSA_AGENT_INFO_DEVICE, &t) == HSA_STATUS_SUCCESS && t == HSA_DEVICE_TYPE_GPU)
-    ((std::vector<hsa_agent_t>*)data)->push_back(a);
+  if (hsa_agent_get_info(a, HSA_AGENT_INFO_DEVICE, &t) == HSA_STATUS_SUCCESS) {
+    if (t == HSA_DEVICE_TYPE_GPU) ((std::vector<hsa_agent_t>*)data)->push_back(a);
+    else if (t == HSA_DEVICE_TYPE_CPU && !g_cpu_agent.handle) g_cpu_agent = a;
+  }
   return HSA_STATUS_SUCCESS;
 }
 
@@ -560,6 +580,40 @@ bool load_owner_on(CodeOwner* co, Device* d, const std::vector<KernelEntry*>& on
   }
   return true;
 }
+// The runtime's own blit kernels (CLR: __amd_rocclr_copyBuffer & co., one code object loaded
+// per device like any other, so HSA tools learn their names at hsa_executable_freeze). Copies
+// between device buffers and every memset run as one of these on the stream's queue.
+enum BlitKind { BLIT_COPY, BLIT_COPY_RECT, BLIT_FILL, BLIT_COUNT };
+KernelEntry* blit_kernel(BlitKind b) {
+  static KernelEntry** ks = [] {
+    static const char* names[BLIT_COUNT] = {"__amd_rocclr_copyBuffer", "__amd_rocclr_copyBufferRect",
+                                            "__amd_rocclr_fillBufferAligned"};
+    CodeOwner* co = new CodeOwner();
+    KernelEntry** v = new KernelEntry*[BLIT_COUNT];
+    for (int i = 0; i < BLIT_COUNT; i++) {
+      v[i] = new KernelEntry();
+      v[i]->name = v[i]->demangled = names[i];
+      v[i]->owner = co;
+      co->kernels.push_back(v[i]);
+    }
+    return v;
+  }();
+  return ks[b];
+}
+// Copies between host and device go to a copy engine (outside graphs); the rest (device to
+// device, host to host, every copy inside a graph) are blit kernels.
+bool host_side_copy(const Node& n) {
+  switch (n.prof_kind) {
+    case hipGpuCopyH2D: case hipGpuCopyH2DRect: case hipGpuCopyD2H: case hipGpuCopyD2HRect: return true;
+    default: return false;
+  }
+}
+KernelEntry* blit_for(const Node& n) {
+  if (n.kind == OP_MEMSET) return blit_kernel(BLIT_FILL);
+  if (n.kind == OP_COPY) return blit_kernel(n.is2d ? BLIT_COPY_RECT : BLIT_COPY);
+  return nullptr;
+}
+
 uint64_t kernel_object(KernelEntry* k, Device* d) {
   std::lock_guard<std::mutex> g(load_mtx());
   if (k->kobj.size() < devices().size()) k->kobj.resize(devices().size(), 0);
@@ -590,25 +644,35 @@ void build_packet(Op* op, Device* d, Stream* s, uint8_t* out) {
   memset(out, 0, 64);
   const Node& n = op->n;
   uint32_t hs = 0;
-  if (n.kind == OP_DISPATCH) {
+  if (n.kind == OP_DISPATCH || op->blit) {
     hsa_kernel_dispatch_packet_t* p = (hsa_kernel_dispatch_packet_t*)out;
-    uint16_t dims = n.grid[2] * n.block[2] > 1 ? 3 : (n.grid[1] * n.block[1] > 1 ? 2 : 1);
-    p->workgroup_size_x = uint16_t(n.block[0]);
-    p->workgroup_size_y = uint16_t(n.block[1]);
-    p->workgroup_size_z = uint16_t(n.block[2]);
-    p->grid_size_x = n.grid[0] * n.block[0];
-    p->grid_size_y = n.grid[1] * n.block[1];
-    p->grid_size_z = n.grid[2] * n.block[2];
-    p->group_segment_size = n.shmem;
+    uint32_t grid[3], block[3];
+    for (int i = 0; i < 3; i++) { grid[i] = n.grid[i]; block[i] = n.block[i]; }
+    if (op->blit) {  // 256-wide workgroups, 16 bytes per work-item
+      grid[0] = uint32_t(std::max<size_t>(1, (n.bytes + 4095) / 4096));
+      grid[1] = grid[2] = 1;
+      block[0] = 256;
+      block[1] = block[2] = 1;
+    }
+    uint16_t dims = grid[2] * block[2] > 1 ? 3 : (grid[1] * block[1] > 1 ? 2 : 1);
+    p->workgroup_size_x = uint16_t(block[0]);
+    p->workgroup_size_y = uint16_t(block[1]);
+    p->workgroup_size_z = uint16_t(block[2]);
+    p->grid_size_x = grid[0] * block[0];
+    p->grid_size_y = grid[1] * block[1];
+    p->grid_size_z = grid[2] * block[2];
+    p->group_segment_size = op->blit ? 0 : n.shmem;
     p->private_segment_size = 0;
-    p->kernel_object = n.k ? kernel_object(n.k, d) : 0;
+    KernelEntry* k = op->blit ? op->blit : n.k;
+    p->kernel_object = k ? kernel_object(k, d) : 0;
     p->kernarg_address = nullptr;
     p->reserved2 = uint64_t(uintptr_t(op));
     p->completion_signal = s->pending;
     hs = uint32_t(packet_header(HSA_PACKET_TYPE_KERNEL_DISPATCH)) | (uint32_t(dims) << 16);
-  } else if (n.kind == OP_BARRIER) {
+  } else if (n.kind == OP_BARRIER || (n.kind == OP_INTERNAL && op->recycle[1].handle)) {
     hsa_barrier_and_packet_t* p = (hsa_barrier_and_packet_t*)out;
     if (op->ev_sig.handle && !op->ev_record) p->dep_signal[0] = op->ev_sig;  // hipStreamWaitEvent
+    if (op->recycle[1].handle) p->dep_signal[0] = op->recycle[1];             // async copy fence
     p->reserved2 = uint64_t(uintptr_t(op));
     p->completion_signal = s->pending;
     hs = packet_header(HSA_PACKET_TYPE_BARRIER_AND);
@@ -623,19 +687,16 @@ void build_packet(Op* op, Device* d, Stream* s, uint8_t* out) {
   memcpy(out, &hs, 4);
 }
 
-// Write packets to the stream's queue and ring the doorbell once (a batch when n > 1).
-void submit(Stream* s, std::vector<Op*>& ops) {
-  if (ops.empty()) return;
-  Device* d = s->dev;
-  std::vector<uint8_t> buf(ops.size() * 64);
-  for (size_t i = 0; i < ops.size(); i++) build_packet(ops[i], d, s, &buf[i * 64]);
-  std::lock_guard<std::mutex> g(*s->qlock);
+// Write packets to the stream's queue (its lock held) and ring the doorbell once per batch of at
+// most half the queue. `counted`: the packets complete s->pending (else they carry their own
+// completion signals).
+void write_packets(Stream* s, const uint8_t* buf, size_t count, bool counted) {
   hsa_queue_t* q = s->q;
   uint64_t max_batch = q->size / 2;
   size_t done = 0;
-  while (done < ops.size()) {
-    uint64_t n = std::min<uint64_t>(ops.size() - done, max_batch);
-    hsa_signal_add_screlease(s->pending, int64_t(n));
+  while (done < count) {
+    uint64_t n = std::min<uint64_t>(count - done, max_batch);
+    if (counted) hsa_signal_add_screlease(s->pending, int64_t(n));
     uint64_t idx = hsa_queue_add_write_index_screlease(q, n);
     while (idx + n - hsa_queue_load_read_index_scacquire(q) > q->size) std::this_thread::yield();
     uint8_t* base = (uint8_t*)q->base_address;
@@ -650,6 +711,77 @@ void submit(Stream* s, std::vector<Op*>& ops) {
     hsa_signal_store_screlease(q->doorbell_signal, int64_t(idx + n - 1));
     done += n;
   }
+}
+
+// Write ops' packets to the stream's queue and ring the doorbell once (a batch when n > 1).
+void submit(Stream* s, std::vector<Op*>& ops) {
+  if (ops.empty()) return;
+  Device* d = s->dev;
+  std::vector<uint8_t> buf(ops.size() * 64);
+  for (size_t i = 0; i < ops.size(); i++) build_packet(ops[i], d, s, &buf[i * 64]);
+  std::lock_guard<std::mutex> g(*s->qlock);
+  write_packets(s, buf.data(), ops.size(), true);
+}
+
+void op_complete(uint64_t cookie, const rocm_sim_op_timing_t* t);
+
+// A copy with a host side, as CLR runs it: a marker (barrier-AND with its own completion signal)
+// on the stream's queue marks "everything before is done"; hsa_amd_memory_async_copy[_rect]
+// (through the HSA API table, so tools see it) waits for the marker and signals its own
+// completion signal; a fence (barrier-AND depending on that signal, counted in the stream) keeps
+// the stream in order behind the copy. The copy engine reports the op (its cookie) when done.
+hipError_t submit_async_copy(Stream* s, Op* op) {
+  const Node& n = op->n;
+  Device* d = s->dev;
+  hsa_signal_t marker, done;
+  hsa_signal_create(1, 0, nullptr, &marker);
+  hsa_signal_create(1, 0, nullptr, &done);
+  Op* fence = new Op();
+  fence->n.kind = OP_INTERNAL;
+  fence->api_name = op->api_name;
+  fence->recycle[0] = marker;
+  fence->recycle[1] = done;
+  uint8_t pk[2][64];
+  memset(pk, 0, sizeof pk);
+  hsa_barrier_and_packet_t* m = (hsa_barrier_and_packet_t*)pk[0];
+  m->completion_signal = marker;
+  uint32_t hs = packet_header(HSA_PACKET_TYPE_BARRIER_AND);
+  memcpy(pk[0], &hs, 4);
+  build_packet(fence, d, s, pk[1]);
+  bool h2d = n.prof_kind == hipGpuCopyH2D || n.prof_kind == hipGpuCopyH2DRect;
+  bool d2h = n.prof_kind == hipGpuCopyD2H || n.prof_kind == hipGpuCopyD2HRect;
+  hsa_status_t st;
+  {
+    std::lock_guard<std::mutex> g(*s->qlock);
+    write_packets(s, pk[0], 1, false);
+    rocm_sim_next_copy(uint64_t(uintptr_t(op)), s->q);
+    if (n.is2d) {
+      hsa_pitched_ptr_t dp{n.dst, n.dpitch, n.dpitch * n.height}, sp{const_cast<void*>(n.src), n.spitch, n.spitch * n.height};
+      hsa_dim3_t zero{0, 0, 0}, range{uint32_t(n.width), uint32_t(n.height), 1};
+      hsa_amd_copy_direction_t dir = h2d ? hsaHostToDevice : hsaDeviceToHost;
+      st = hsa_amd_memory_async_copy_rect(&dp, &zero, &sp, &zero, &range, d->agent, dir, 1, &marker, done);
+    } else {
+      hsa_agent_t dst_agent = h2d ? d->agent : g_cpu_agent, src_agent = d2h ? d->agent : g_cpu_agent;
+      // As CLR on ROCm 6+: host-to-device copies on an engine it picks (SDMA engine 0 here).
+      if (h2d && rocm_sim_hsa_table_major() == 2)
+        st = rocm_sim_async_copy_on_engine(n.dst, dst_agent, n.src, src_agent, n.bytes, 1, &marker, done, 1u, false);
+      else
+        st = hsa_amd_memory_async_copy(n.dst, dst_agent, n.src, src_agent, n.bytes, 1, &marker, done);
+    }
+    if (st == HSA_STATUS_SUCCESS) write_packets(s, pk[1], 1, true);
+  }
+  if (st != HSA_STATUS_SUCCESS) {
+    // Nothing will run: account for the op so the profiler does not wait for it.
+    if (op->act) {
+      memset(op->act, 0, sizeof *op->act);
+      prof::op_done(op->slot);
+    }
+    delete op;
+    delete fence;
+    hsa_signal_destroy(done);  // the marker's packet is in flight: its signal stays
+    return hipErrorUnknown;
+  }
+  return hipSuccess;
 }
 
 Op* new_op(Api& api, Stream* s, hipStream_t sarg) {
@@ -696,6 +828,11 @@ hipError_t enqueue(Api& api, Stream* s, hipStream_t sarg, const Node& n, Event* 
   if (ext_stop) { op->ext_stop = ext_stop; arm(ext_stop, &op->ext_stop_sig); }
   std::vector<Op*> ops{op};
   attach_prof(api, ops);
+  if (n.kind == OP_COPY && host_side_copy(n)) {
+    op->sdma = true;
+    return submit_async_copy(s, op);
+  }
+  op->blit = blit_for(n);
   submit(s, ops);
   return hipSuccess;
 }
@@ -751,6 +888,10 @@ void op_complete(uint64_t cookie, const rocm_sim_op_timing_t* t) {
     } else if (n.kind == OP_MEMSET) {
       j.u64("bytes", n.bytes).u64("copy_kind", hipGpuCopyFill).ptr("dst", n.dst).u64("value", n.value)
           .u64("elem_size", n.elem);
+    }
+    if (n.kind == OP_COPY || n.kind == OP_MEMSET) {
+      j.str("engine", op->sdma ? "sdma" : op->blit ? "blit" : "queue");
+      if (op->blit) j.str("blit_kernel", op->blit->name.c_str());
     } else if (n.kind == OP_BARRIER) {
       j.str("reason", op->barrier_reason ? op->barrier_reason : "barrier");
     } else if (n.kind == OP_HOSTFN) {
@@ -789,6 +930,24 @@ void op_complete(uint64_t cookie, const rocm_sim_op_timing_t* t) {
     hsa_signal_subtract_screlease(op->ev_sig, 1);
   }
   if (op->free_ptr) sim_free(op->free_ptr);
+  if (Replay* rp = op->replay) {
+    // Nodes of one replay run in order on one queue: the first starts the span, the last ends it.
+    if (op->graph_node == 0) rp->start = t->start_ns;
+    if (op->graph_node + 1 == rp->nodes) {
+      if (sim::truth().on) {
+        sim::Json j;
+        j.str("type", "replay").i64("pid", my_pid()).i64("device", rp->device).i64("gpu", t->device)
+            .i64("queue", t->queue_index).u64("hsa_queue_id", t->hsa_queue_id).u64("start", rp->start).u64("end", t->end_ns)
+            .u64("start_rt", prof::mono_to_rt(rp->start)).u64("end_rt", prof::mono_to_rt(t->end_ns))
+            .ptr("stream", rp->stream_arg).u64("graph_exec", rp->graph_exec).u64("nodes", rp->nodes)
+            .u64("api_seq", rp->api_seq).str("api", "hipGraphLaunch").i64("api_tid", rp->api_tid);
+        sim::truth().write_line(j.done());
+      }
+      delete rp;
+    }
+  }
+  for (hsa_signal_t& sg : op->recycle)
+    if (sg.handle) hsa_signal_destroy(sg);
   delete op;
 }
 
@@ -1868,12 +2027,24 @@ EXPORT hipError_t hipGraphLaunch(hipGraphExec_t eh, hipStream_t sh) {
     return api.ret(hipSuccess);
   }
   std::vector<Op*> ops;
+  Replay* rp = nullptr;
+  if (!e->nodes.empty()) {
+    rp = new Replay();
+    rp->api_seq = api.seq;
+    rp->api_tid = my_tid();
+    rp->stream_arg = sh;
+    rp->graph_exec = uint64_t(uintptr_t(eh));
+    rp->nodes = uint32_t(e->nodes.size());
+    rp->device = s->dev->id;
+  }
   for (size_t i = 0; i < e->nodes.size(); i++) {
     Op* op = new_op(api, s, sh);
     op->n = e->nodes[i];
     op->is_graph = true;
     op->graph_exec = uint64_t(uintptr_t(eh));
     op->graph_node = uint32_t(i);
+    op->blit = blit_for(op->n);  // copies and memsets inside a graph are blit kernels of its batch
+    op->replay = rp;
     ops.push_back(op);
   }
   attach_prof(api, ops);

@@ -63,7 +63,14 @@ struct Config {
   int exit_mode = 0;         // 0 exit(), 1 _exit(), 2 abort()
   int exit_code = 3;
   bool device_ticks = false;  // ROCM_SIM_GPU_TICK_ORIGIN=device: dispatch times count from device start
+  int table_major = 1;  // ROCM_SIM_HSA_TABLE=6: tools get ROCm 6/7's AmdExtTable (major 2)
+  uint64_t copy_base_ns = 2000;        // async copies (SDMA engines): base + bytes*1000/rate,
+  uint64_t copy_bytes_per_us = 16384;  // the same model as the HIP side's copies
   Config() {
+    copy_base_ns = uint64_t(sim::env_ll("ROCM_SIM_COPY_BASE_NS", 2000));
+    copy_bytes_per_us = uint64_t(sim::env_ll("ROCM_SIM_COPY_BYTES_PER_US", 16384));
+    if (!copy_bytes_per_us) copy_bytes_per_us = 1;
+    if (const char* t = sim::env_str("ROCM_SIM_HSA_TABLE")) table_major = (strcmp(t, "6") == 0 || strcmp(t, "7") == 0) ? 2 : 1;
     const char* to = sim::env_str("ROCM_SIM_GPU_TICK_ORIGIN");
     device_ticks = to && strcmp(to, "device") == 0;
     devices = int(sim::env_ll("ROCM_SIM_DEVICES", 8));
@@ -141,6 +148,13 @@ uint64_t duration_for(const std::string& name) {
 
 // ------------------------------------------------------------------------------------ signals
 constexpr uint32_t kSignalMagic = 0x5349474eu;
+// A thread in hsa_amd_signal_wait_any: registered on each signal of its set (no polling, and no
+// wake-up for signals outside the set).
+struct AnyWaiter {
+  std::mutex m;
+  std::condition_variable cv;
+  bool changed = false;
+};
 struct Signal {
   int64_t kind = 1;                 // like amd_signal_t: kind first, value at offset 8
   std::atomic<int64_t> value{0};
@@ -151,12 +165,22 @@ struct Signal {
   std::atomic<uint64_t> start_ts{0}, end_ts{0};  // dispatch times (profiling-enabled queues)
   void (*on_store)(void*) = nullptr;              // doorbell of an intercept queue
   void* on_store_ctx = nullptr;
+  std::atomic<int> any_count{0};                   // AnyWaiters registered (under m)
+  std::vector<AnyWaiter*> any;
 };
 inline Signal* S(hsa_signal_t s) { return reinterpret_cast<Signal*>(s.handle); }
 inline void notify(Signal* s) {
   if (s->waiters.load() > 0) {
     std::lock_guard<std::mutex> g(s->m);
     s->cv.notify_all();
+  }
+  if (s->any_count.load() > 0) {
+    std::lock_guard<std::mutex> g(s->m);
+    for (AnyWaiter* w : s->any) {
+      std::lock_guard<std::mutex> g2(w->m);
+      w->changed = true;
+      w->cv.notify_one();
+    }
   }
 }
 inline bool cond_ok(hsa_signal_condition_t c, int64_t v, int64_t cmp) {
@@ -199,8 +223,10 @@ inline void after_store(Signal* s) {
 }
 
 // ------------------------------------------------------------------------------------ agents
+struct Engine;
 struct Agent {
   bool gpu = true;
+  std::atomic<Engine*> sdma{nullptr};  // the agent's copy engine (hsa_amd_memory_async_copy), started on first use
   uint64_t tick_origin = 0;  // CLOCK_MONOTONIC ns at which this GPU's tick counter was 0
   int gpu_index = -1;
   uint32_t node = 0;
@@ -227,6 +253,7 @@ struct KernelObj {
   Agent* agent = nullptr;
   uint64_t dur = 0;
   struct Executable* exe = nullptr;
+  bool blit = false;  // a HIP runtime blit kernel (__amd_rocclr_*): its cookie says what to move
 };
 std::mutex& kmtx() { static auto* m = new std::mutex(); return *m; }
 std::set<uintptr_t>& kernel_set() { static auto* s = new std::set<uintptr_t>(); return *s; }
@@ -296,12 +323,20 @@ void execute_packet(Queue* q, const uint8_t* pkt, uint32_t batch) {
       if (kernel_set().count(uintptr_t(d->kernel_object))) k = reinterpret_cast<KernelObj*>(d->kernel_object);
     }
     dur = k ? k->dur : cfg().kernel_default_ns;
+    if (k && k->blit && cookie) {
+      // A blit kernel (copy / fill): the HIP side performs the data movement and says how long
+      // it takes (the copy model), exactly as for its vendor packets.
+      rocm_sim_vendor_exec_fn ex = g_exec.load();
+      uint64_t d = ex ? ex(cookie) : 0;
+      if (d) dur = d;
+    }
   } else if (type == HSA_PACKET_TYPE_VENDOR_SPECIFIC) {
     const rocm_sim_vendor_packet_t* v = (const rocm_sim_vendor_packet_t*)pkt;
     cookie = v->cookie;
     if (v->format == ROCM_SIM_VENDOR_FORMAT && cookie) {
       rocm_sim_vendor_exec_fn ex = g_exec.load();
-      if (ex) dur = ex(cookie);
+      uint64_t d = ex ? ex(cookie) : 0;
+      if (d) dur = d;
     }
   } else if (type == HSA_PACKET_TYPE_BARRIER_AND || type == HSA_PACKET_TYPE_BARRIER_OR) {
     const hsa_barrier_and_packet_t* b = (const hsa_barrier_and_packet_t*)pkt;
@@ -726,18 +761,43 @@ hsa_signal_value_t i_signal_cas(hsa_signal_t s, hsa_signal_value_t e, hsa_signal
 uint32_t i_amd_signal_wait_any(uint32_t count, hsa_signal_t* sigs, hsa_signal_condition_t* conds,
                                    hsa_signal_value_t* vals, uint64_t timeout, hsa_wait_state_t,
                                    hsa_signal_value_t* sat) {
+  // Blocks (no polling): registered on every signal of the set before looking, so a change
+  // made after the look wakes it; signals outside the set never do.
   uint64_t deadline = timeout == UINT64_MAX ? UINT64_MAX : mono_ns() + timeout;
+  AnyWaiter w;
+  for (uint32_t i = 0; i < count; i++) {
+    Signal* s = S(sigs[i]);
+    std::lock_guard<std::mutex> g(s->m);
+    s->any.push_back(&w);
+    s->any_count.fetch_add(1);
+  }
+  uint32_t found = UINT32_MAX;
   for (;;) {
-    for (uint32_t i = 0; i < count; i++) {
+    {
+      std::lock_guard<std::mutex> g(w.m);
+      w.changed = false;
+    }
+    for (uint32_t i = 0; i < count && found == UINT32_MAX; i++) {
       int64_t v = S(sigs[i])->value.load();
       if (cond_ok(conds[i], v, vals[i])) {
         if (sat) *sat = v;
-        return i;
+        found = i;
       }
     }
-    if (mono_ns() >= deadline) return UINT32_MAX;
-    sim::wait_until(mono_ns() + 5000);
+    uint64_t now = mono_ns();
+    if (found != UINT32_MAX || now >= deadline) break;
+    uint64_t step = std::min<uint64_t>(deadline - now, 50000000ull);
+    std::unique_lock<std::mutex> lk(w.m);
+    w.cv.wait_for(lk, std::chrono::nanoseconds(step), [&] { return w.changed; });
   }
+  for (uint32_t i = 0; i < count; i++) {
+    Signal* s = S(sigs[i]);
+    std::lock_guard<std::mutex> g(s->m);
+    for (auto it = s->any.begin(); it != s->any.end(); ++it)
+      if (*it == &w) { s->any.erase(it); break; }
+    s->any_count.fetch_sub(1);
+  }
+  return found;
 }
 hsa_status_t i_amd_signal_async_handler(hsa_signal_t s, hsa_signal_condition_t c, hsa_signal_value_t v,
                                         hsa_amd_signal_handler h, void* arg) {
@@ -807,6 +867,7 @@ hsa_status_t i_exe_load_agent_co(hsa_executable_t eh, hsa_agent_t ah, hsa_code_o
     k->agent = A(ah);
     k->dur = duration_for(n);
     k->exe = e;
+    k->blit = n.compare(0, 13, "__amd_rocclr_") == 0;
     e->syms.push_back(k);
     std::lock_guard<std::mutex> g(kmtx());
     kernel_set().insert(uintptr_t(k));
@@ -906,7 +967,16 @@ hsa_status_t i_amd_profiling_set_profiler_enabled(hsa_queue_t* qh, int enable) {
   if (q->hw) q->hw->profiling.store(enable != 0);
   return HSA_STATUS_SUCCESS;
 }
-hsa_status_t i_amd_profiling_async_copy_enable(bool) { return HSA_STATUS_SUCCESS; }
+// hsa_amd_profiling_async_copy_enable: one process-wide switch, as in ROCr. Copies submitted
+// while it is on record their start/end (HSA system domain = CLOCK_MONOTONIC ns) in their
+// completion signal.
+std::atomic<bool> g_copy_profiling{false};
+hsa_status_t i_amd_profiling_async_copy_enable(bool enable) {
+  CHECK_INIT();
+  FAILSW("hsa_amd_profiling_async_copy_enable");
+  g_copy_profiling.store(enable);
+  return HSA_STATUS_SUCCESS;
+}
 hsa_status_t i_amd_profiling_get_dispatch_time(hsa_agent_t ah, hsa_signal_t sh, hsa_amd_profiling_dispatch_time_t* t) {
   CHECK_INIT();
   if (!valid_agent(ah)) return HSA_STATUS_ERROR_INVALID_AGENT;
@@ -918,6 +988,10 @@ hsa_status_t i_amd_profiling_get_dispatch_time(hsa_agent_t ah, hsa_signal_t sh, 
   return HSA_STATUS_SUCCESS;
 }
 hsa_status_t i_amd_profiling_get_async_copy_time(hsa_signal_t sh, hsa_amd_profiling_async_copy_time_t* t) {
+  CHECK_INIT();
+  if (!sh.handle || S(sh)->magic != kSignalMagic) return HSA_STATUS_ERROR_INVALID_SIGNAL;
+  if (!t) return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+  // Async copy times are in the HSA system domain already (no per-agent tick origin).
   t->start = S(sh)->start_ts.load();
   t->end = S(sh)->end_ts.load();
   return HSA_STATUS_SUCCESS;
@@ -1003,21 +1077,176 @@ hsa_status_t i_amd_memory_fill(void* p, uint32_t v, size_t count) {
   for (size_t i = 0; i < count; i++) q[i] = v;
   return HSA_STATUS_SUCCESS;
 }
-hsa_status_t i_amd_memory_async_copy(void* dst, hsa_agent_t, const void* src, hsa_agent_t, size_t size, uint32_t nd,
-                                     const hsa_signal_t* deps, hsa_signal_t completion) {
-  std::vector<hsa_signal_t> d(deps, deps + nd);
-  std::thread([=]() {
-    for (auto s : d) signal_wait(S(s), HSA_SIGNAL_CONDITION_EQ, 0, UINT64_MAX);
-    uint64_t start = mono_ns();
-    memmove(dst, src, size);
-    sim::wait_until(start + 2000 + size / 16);
-    if (completion.handle) {
-      S(completion)->start_ts.store(start);
-      S(completion)->end_ts.store(start + 2000 + size / 16);
-      signal_sub(completion, 1);
+// ---------------- async copies: one copy engine ("SDMA") per agent
+// hsa_amd_memory_async_copy[_rect] queue a job on the engine of the GPU involved (the source's
+// for device-to-host and device-to-device, else the destination's; host-to-host: the CPU
+// agent's). The engine executes jobs one at a time, each once all its dependency signals read
+// 0, in submission order among the ready ones: start = max(now, end of the engine's previous
+// copy), duration = ROCM_SIM_COPY_BASE_NS + bytes*1000/ROCM_SIM_COPY_BYTES_PER_US. It moves the
+// bytes, records start/end in the completion signal when async copy profiling is on, reports
+// the job to the HIP side (its cookie, see rocm_sim_next_copy) and decrements the completion
+// signal by 1.
+struct CopyJob {
+  void* dst = nullptr;
+  const void* src = nullptr;
+  size_t bytes = 0;
+  bool rect = false;
+  hsa_pitched_ptr_t rdst{}, rsrc{};
+  hsa_dim3_t doff{}, soff{}, range{};
+  std::vector<hsa_signal_t> deps;
+  hsa_signal_t completion{0};
+  uint64_t cookie = 0;
+  uint32_t device = 0, queue_index = 0;
+  uint64_t hsa_queue_id = 0;
+};
+struct Engine {
+  std::mutex m;
+  std::condition_variable cv;
+  std::deque<CopyJob*> jobs;
+  uint64_t last_end = 0;
+};
+// What the HIP side says about the next async copy this thread submits (rocm_sim_next_copy).
+struct NextCopy { uint64_t cookie; uint32_t device, queue_index; uint64_t hsa_queue_id; bool set; };
+thread_local NextCopy t_next_copy{0, 0, 0, 0, false};
+
+bool deps_done(const CopyJob* j) {
+  for (hsa_signal_t d : j->deps)
+    if (S(d)->value.load() != 0) return false;
+  return true;
+}
+void run_copy(Engine* e, CopyJob* j) {
+  uint64_t start = mono_ns();
+  if (start < e->last_end) start = e->last_end;
+  uint64_t end = start + cfg().copy_base_ns + uint64_t(j->bytes) * 1000ull / cfg().copy_bytes_per_us;
+  if (j->rect) {
+    for (uint32_t z = 0; z < j->range.z; z++)
+      for (uint32_t y = 0; y < j->range.y; y++)
+        memmove((char*)j->rdst.base + j->doff.x + size_t(j->doff.y + y) * j->rdst.pitch + size_t(j->doff.z + z) * j->rdst.slice,
+                (const char*)j->rsrc.base + j->soff.x + size_t(j->soff.y + y) * j->rsrc.pitch + size_t(j->soff.z + z) * j->rsrc.slice,
+                j->range.x);
+  } else if (j->bytes) {
+    memmove(j->dst, j->src, j->bytes);
+  }
+  sim::wait_until(end);
+  e->last_end = end;
+  if (g_copy_profiling.load()) {
+    S(j->completion)->start_ts.store(start);
+    S(j->completion)->end_ts.store(end);
+  }
+  if (j->cookie) {
+    rocm_sim_complete_fn cb = g_complete.load();
+    if (cb) {
+      rocm_sim_op_timing_t t;
+      t.start_ns = start;
+      t.end_ns = end;
+      t.device = j->device;
+      t.queue_index = j->queue_index;
+      t.hsa_queue_id = j->hsa_queue_id;
+      t.packet_type = ROCM_SIM_PACKET_ASYNC_COPY;
+      t.batch = 1;
+      cb(j->cookie, &t);
     }
-  }).detach();
+  }
+  signal_sub(j->completion, 1);
+  delete j;
+}
+void engine_thread(Engine* e) {
+  for (;;) {
+    CopyJob* ready = nullptr;
+    hsa_signal_t wait_on{0};
+    {
+      std::unique_lock<std::mutex> lk(e->m);
+      while (e->jobs.empty()) e->cv.wait(lk);
+      for (auto it = e->jobs.begin(); it != e->jobs.end(); ++it) {
+        if (deps_done(*it)) {
+          ready = *it;
+          e->jobs.erase(it);
+          break;
+        }
+      }
+      if (!ready) {
+        for (hsa_signal_t d : e->jobs.front()->deps)
+          if (S(d)->value.load() != 0) { wait_on = d; break; }
+      }
+    }
+    if (ready) run_copy(e, ready);
+    else if (wait_on.handle) signal_wait(S(wait_on), HSA_SIGNAL_CONDITION_EQ, 0, 200000);  // then look again
+  }
+}
+Engine* engine_of(Agent* a) {
+  Engine* e = a->sdma.load();
+  if (e) return e;
+  static std::mutex m;
+  std::lock_guard<std::mutex> g(m);
+  e = a->sdma.load();
+  if (!e) {
+    e = new Engine();
+    std::thread(engine_thread, e).detach();
+    a->sdma.store(e);
+  }
+  return e;
+}
+hsa_status_t queue_copy(Agent* on, CopyJob* j, uint32_t nd, const hsa_signal_t* deps) {
+  for (uint32_t i = 0; i < nd; i++) j->deps.push_back(deps[i]);
+  if (t_next_copy.set) {
+    j->cookie = t_next_copy.cookie;
+    j->device = t_next_copy.device;
+    j->queue_index = t_next_copy.queue_index;
+    j->hsa_queue_id = t_next_copy.hsa_queue_id;
+    t_next_copy.set = false;
+  }
+  Engine* e = engine_of(on);
+  {
+    std::lock_guard<std::mutex> g(e->m);
+    e->jobs.push_back(j);
+  }
+  e->cv.notify_one();
   return HSA_STATUS_SUCCESS;
+}
+hsa_status_t check_copy_signals(uint32_t nd, const hsa_signal_t* deps, hsa_signal_t completion) {
+  if (!completion.handle) return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+  if (S(completion)->magic != kSignalMagic) return HSA_STATUS_ERROR_INVALID_SIGNAL;
+  if (nd && !deps) return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+  for (uint32_t i = 0; i < nd; i++)
+    if (!deps[i].handle || S(deps[i])->magic != kSignalMagic) return HSA_STATUS_ERROR_INVALID_SIGNAL;
+  return HSA_STATUS_SUCCESS;
+}
+hsa_status_t i_amd_memory_async_copy(void* dst, hsa_agent_t dst_agent, const void* src, hsa_agent_t src_agent, size_t size,
+                                     uint32_t nd, const hsa_signal_t* deps, hsa_signal_t completion) {
+  CHECK_INIT();
+  FAILSW("hsa_amd_memory_async_copy");
+  if (!valid_agent(dst_agent) || !valid_agent(src_agent)) return HSA_STATUS_ERROR_INVALID_AGENT;
+  if (hsa_status_t st = check_copy_signals(nd, deps, completion)) return st;
+  if (!dst || !src) return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+  Agent* on = A(src_agent)->gpu ? A(src_agent) : A(dst_agent)->gpu ? A(dst_agent) : agents()[0];
+  CopyJob* j = new CopyJob();
+  j->dst = dst;
+  j->src = src;
+  j->bytes = size;
+  j->completion = completion;
+  return queue_copy(on, j, nd, deps);
+}
+hsa_status_t i_amd_memory_async_copy_rect(const hsa_pitched_ptr_t* dst, const hsa_dim3_t* dst_offset,
+                                          const hsa_pitched_ptr_t* src, const hsa_dim3_t* src_offset, const hsa_dim3_t* range,
+                                          hsa_agent_t copy_agent, hsa_amd_copy_direction_t dir, uint32_t nd,
+                                          const hsa_signal_t* deps, hsa_signal_t completion) {
+  CHECK_INIT();
+  FAILSW("hsa_amd_memory_async_copy_rect");
+  // "CPU agents are not supported": the copy agent is a GPU (its SDMA engine does the copy).
+  if (!valid_agent(copy_agent) || !A(copy_agent)->gpu) return HSA_STATUS_ERROR_INVALID_AGENT;
+  if (hsa_status_t st = check_copy_signals(nd, deps, completion)) return st;
+  if (!dst || !src || !dst_offset || !src_offset || !range || !dst->base || !src->base || int(dir) < 0 || int(dir) > 3)
+    return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+  CopyJob* j = new CopyJob();
+  j->rect = true;
+  j->rdst = *dst;
+  j->rsrc = *src;
+  j->doff = *dst_offset;
+  j->soff = *src_offset;
+  j->range = *range;
+  j->bytes = size_t(range->x) * range->y * range->z;
+  j->completion = completion;
+  return queue_copy(A(copy_agent), j, nd, deps);
 }
 hsa_status_t i_amd_coherency_get_type(hsa_agent_t, hsa_amd_coherency_type_t* t) { *t = HSA_AMD_COHERENCY_TYPE_COHERENT; return HSA_STATUS_SUCCESS; }
 hsa_status_t i_amd_coherency_set_type(hsa_agent_t, hsa_amd_coherency_type_t) { return HSA_STATUS_SUCCESS; }
@@ -1124,6 +1353,7 @@ void build_table() {
   x.hsa_amd_memory_pool_allocate_fn = i_amd_memory_pool_allocate;
   x.hsa_amd_memory_pool_free_fn = i_amd_memory_pool_free;
   x.hsa_amd_memory_async_copy_fn = i_amd_memory_async_copy;
+  x.hsa_amd_memory_async_copy_rect_fn = i_amd_memory_async_copy_rect;
   x.hsa_amd_agent_memory_pool_get_info_fn = i_amd_agent_memory_pool_get_info;
   x.hsa_amd_agents_allow_access_fn = i_amd_agents_allow_access;
   x.hsa_amd_memory_lock_fn = i_amd_memory_lock;
@@ -1178,11 +1408,56 @@ void make_agents() {
   }
 }
 
+// ---------------- ROCm 6/7's AmdExtTable (ROCM_SIM_HSA_TABLE=6)
+// ROCm 6.0 made the AMD extension table major 2: hsa_amd_memory_async_copy_on_engine (17) and
+// hsa_amd_memory_copy_engine_status (18) were inserted after hsa_amd_memory_async_copy (16), and
+// the hsa_amd_spm_* entries (50-52) before hsa_amd_queue_cu_get_mask (53); later steps append
+// (indices after the 16-byte version, from 1; rocprofiler-sdk's ABI checks). In this mode tools
+// get such a table: our 5.2 entries at their ROCm 6 places, on_engine implemented, the rest
+// stubs; what a tool writes there is copied back into the table the exported functions use.
+constexpr int kV1Fns = 48, kV2Fns = 73;
+struct AmdExtTableV2 {
+  ApiTableVersion version;
+  void* fn[kV2Fns];
+};
+AmdExtTableV2* g_amd2 = nullptr;
+int v2_index(int v1) { return v1 <= 16 ? v1 : v1 <= 47 ? v1 + 2 : 53; }  // 1-based
+void** v1_slots() { return reinterpret_cast<void**>(reinterpret_cast<char*>(&g_tab->amd_ext) + sizeof(ApiTableVersion)); }
+typedef uint32_t sdma_engine_id_t;  // hsa_amd_sdma_engine_id_t (ROCm 6): one bit per engine
+hsa_status_t i_amd_memory_async_copy_on_engine(void* dst, hsa_agent_t dst_agent, const void* src, hsa_agent_t src_agent,
+                                               size_t size, uint32_t nd, const hsa_signal_t* deps, hsa_signal_t completion,
+                                               sdma_engine_id_t engine, bool force_sdma) {
+  (void)force_sdma;
+  if (engine == 0 || (engine & (engine - 1))) return HSA_STATUS_ERROR_INVALID_ARGUMENT;  // exactly one engine
+  // One engine per agent here: the engine asked for is the agent's.
+  return i_amd_memory_async_copy(dst, dst_agent, src, src_agent, size, nd, deps, completion);
+}
+void build_table_v2() {
+  g_amd2 = new AmdExtTableV2();
+  g_amd2->version = g_tab->amd_ext.version;
+  g_amd2->version.major_id = 2;
+  g_amd2->version.minor_id = uint32_t(sizeof(AmdExtTableV2));
+  for (int i = 0; i < kV2Fns; i++) g_amd2->fn[i] = (void*)&unimplemented;
+  void** v1 = v1_slots();
+  for (int i = 1; i <= kV1Fns; i++) g_amd2->fn[v2_index(i) - 1] = v1[i - 1];
+  g_amd2->fn[17 - 1] = (void*)&i_amd_memory_async_copy_on_engine;
+  // the other tables say ROCm 6 too (same core layout; root major 3)
+  g_tab->core.version.major_id = 2;
+  g_tab->root.version.major_id = 3;
+  g_tab->root.amd_ext_ = reinterpret_cast<AmdExtTable*>(g_amd2);
+}
+// After a tool's OnLoad: its replacements become what the exported functions call.
+void sync_table_v2() {
+  void** v1 = v1_slots();
+  for (int i = 1; i <= kV1Fns; i++) v1[i - 1] = g_amd2->fn[v2_index(i) - 1];
+}
+
 void load_tools() {
   if (g_tools_loaded) return;
   g_tools_loaded = true;
   const char* env = sim::env_str("HSA_TOOLS_LIB");
   if (!env) return;
+  if (cfg().table_major == 2 && !g_amd2) build_table_v2();
   std::string all(env);
   std::vector<std::string> failed;
   size_t pos = 0;
@@ -1208,6 +1483,7 @@ void load_tools() {
     for (auto& f : failed) fn.push_back(f.c_str());
     fn.push_back(nullptr);
     bool ok = on(&g_tab->root, 1, failed.size(), fn.data());
+    if (g_amd2) sync_table_v2();
     if (!ok) {
       failed.push_back(lib);
       dlclose(h);
@@ -1380,6 +1656,10 @@ FWD(amd_ext, hsa_status_t, hsa_amd_memory_pool_free, (void* p), (p))
 FWD(amd_ext, hsa_status_t, hsa_amd_memory_async_copy,
     (void* d, hsa_agent_t da, const void* s, hsa_agent_t sa, size_t n, uint32_t nd, const hsa_signal_t* deps, hsa_signal_t c),
     (d, da, s, sa, n, nd, deps, c))
+FWD(amd_ext, hsa_status_t, hsa_amd_memory_async_copy_rect,
+    (const hsa_pitched_ptr_t* d, const hsa_dim3_t* doff, const hsa_pitched_ptr_t* s, const hsa_dim3_t* soff, const hsa_dim3_t* r,
+     hsa_agent_t a, hsa_amd_copy_direction_t dir, uint32_t nd, const hsa_signal_t* deps, hsa_signal_t c),
+    (d, doff, s, soff, r, a, dir, nd, deps, c))
 FWD(amd_ext, hsa_status_t, hsa_amd_agent_memory_pool_get_info,
     (hsa_agent_t a, hsa_amd_memory_pool_t p, hsa_amd_agent_memory_pool_info_t i, void* v), (a, p, i, v))
 FWD(amd_ext, hsa_status_t, hsa_amd_agents_allow_access, (uint32_t n, const hsa_agent_t* a, const uint32_t* f, const void* p), (n, a, f, p))
@@ -1397,6 +1677,29 @@ extern "C" __attribute__((visibility("default"))) void rocm_sim_set_hooks(rocm_s
   g_exec.store(e);
   g_complete.store(c);
 }
+extern "C" __attribute__((visibility("default"))) void rocm_sim_next_copy(uint64_t cookie, const hsa_queue_t* fence_queue) {
+  NextCopy n{cookie, 0, 0, 0, true};
+  if (fence_queue && valid_queue(fence_queue)) {
+    Queue* q = Q(fence_queue);
+    Queue* hw = q->is_intercept && q->hw ? q->hw : q;
+    n.device = hw->agent && hw->agent->gpu_index >= 0 ? uint32_t(hw->agent->gpu_index) : 0;
+    n.queue_index = hw->index_in_agent;
+    n.hsa_queue_id = hw->q.id;
+  }
+  t_next_copy = n;
+}
+// ROCm 6's hsa_amd_memory_async_copy_on_engine, through the tools' table (ROCM_SIM_HSA_TABLE=6;
+// not an export of ROCm 5.2's library): HSA_STATUS_ERROR when the table is 5.2's.
+extern "C" __attribute__((visibility("default"))) hsa_status_t rocm_sim_async_copy_on_engine(
+    void* dst, hsa_agent_t da, const void* src, hsa_agent_t sa, size_t n, uint32_t nd, const hsa_signal_t* deps,
+    hsa_signal_t c, uint32_t engine, bool force) {
+  if (cfg().table_major != 2) return HSA_STATUS_ERROR;
+  if (!g_amd2) build_table_v2();  // no tool: the table still exists
+  typedef hsa_status_t (*Fn)(void*, hsa_agent_t, const void*, hsa_agent_t, size_t, uint32_t, const hsa_signal_t*,
+                             hsa_signal_t, uint32_t, bool);
+  return ((Fn)g_amd2->fn[17 - 1])(dst, da, src, sa, n, nd, deps, c, engine, force);
+}
+extern "C" __attribute__((visibility("default"))) int rocm_sim_hsa_table_major() { return cfg().table_major; }
 extern "C" __attribute__((visibility("default"))) int rocm_sim_agent_gpu_index(hsa_agent_t a) {
   if (!valid_agent(a)) return -1;
   return A(a)->gpu_index;

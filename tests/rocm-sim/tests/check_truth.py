@@ -33,7 +33,7 @@ def main():
     ap.add_argument("--copy-bytes-per-us", type=int, default=16384)
     a = ap.parse_args()
 
-    apis, ops = [], []
+    apis, ops, replays = [], [], []
     with open(a.truth) as f:
         for ln, line in enumerate(f, 1):
             try:
@@ -41,7 +41,7 @@ def main():
             except Exception as e:  # noqa
                 fail(f"line {ln} is not JSON: {e}")
                 continue
-            (apis if o.get("type") == "api" else ops).append(o)
+            {"api": apis, "replay": replays}.get(o.get("type"), ops).append(o)
     for o in apis:
         for k in ("name", "pid", "tid", "thread_hash", "start", "end", "ret"):
             if k not in o:
@@ -89,6 +89,12 @@ def main():
             want = a.copy_base_ns + o["bytes"] * 1000 // a.copy_bytes_per_us
             if d != want:
                 fail(f"{o['op']} duration {d} != {want} for {o['bytes']} bytes")
+            # how CLR runs it: copies between host and device on a copy engine (outside
+            # graphs), the rest as blit kernels on the queue
+            host = o["op"] == "copy" and o["copy_kind"] in (1, 2, 4, 5)
+            want_engine = "sdma" if host and not o["is_graph"] else "blit"
+            if o.get("engine") != want_engine:
+                fail(f"{o['op']} (copy_kind {o['copy_kind']}, graph {o['is_graph']}) on engine {o.get('engine')}, expected {want_engine}")
 
     # 2. GPU intervals on one hardware queue never overlap
     per_q = collections.defaultdict(list)
@@ -109,6 +115,21 @@ def main():
         for p, n in zip(lst, lst[1:]):
             if n["start"] < p["end"]:
                 fail(f"stream order violated on {s}: seq {p['api_seq']} ends {p['end']} after seq {n['api_seq']} starts {n['start']}")
+
+    # 3b. one replay span per graph launch: from its first node's start to its last node's end
+    nodes_of = collections.defaultdict(list)
+    for o in ops:
+        if o["is_graph"]:
+            nodes_of[(o["pid"], o["api_seq"])].append(o)
+    launches = [c for c in apis if c["name"] == "hipGraphLaunch" and c.get("ret") == 0 and not c.get("captured") and c.get("nodes", 0) > 0]
+    if len(replays) != len(launches):
+        fail(f"{len(replays)} replay spans for {len(launches)} graph launches")
+    for r in replays:
+        ns = sorted(nodes_of.get((r["pid"], r["api_seq"]), []), key=lambda o: o["graph_node"])
+        if len(ns) != r["nodes"]:
+            fail(f"replay seq {r['api_seq']}: {r['nodes']} nodes, truth has {len(ns)} graph ops")
+        elif (r["start"], r["end"]) != (ns[0]["start"], ns[-1]["end"]):
+            fail(f"replay seq {r['api_seq']}: span [{r['start']},{r['end']}] is not [first start, last end] of its nodes")
 
     # 4. synchronisation really waited
     ops_by_api = collections.defaultdict(list)
@@ -197,14 +218,15 @@ def main():
         ntool = len(disp)
         truth_d = {}
         for o in ops:
-            if o["op"] == "dispatch" and (a.hsa_tool_graph or not o["is_graph"]):
+            # kernels, and copies / memsets the runtime ran as its blit kernels (same packets)
+            if (o["op"] == "dispatch" or o.get("engine") == "blit") and (a.hsa_tool_graph or not o["is_graph"]):
                 truth_d[(o["start"], o["end"])] = o
         for t in disp:
             o = truth_d.get((t["start"], t["end"]))
             if not o:
                 fail(f"HSA tool dispatch {t['kernel']} [{t['start']},{t['end']}] not in truth")
-            elif o.get("kernel") != t["kernel"]:
-                fail(f"HSA tool kernel name {t['kernel']} != truth {o.get('kernel')}")
+            elif o.get("kernel", o.get("blit_kernel")) != t["kernel"]:
+                fail(f"HSA tool kernel name {t['kernel']} != truth {o.get('kernel', o.get('blit_kernel'))}")
         if len(disp) != len(truth_d):
             fail(f"HSA tool captured {len(disp)} dispatches, truth has {len(truth_d)}")
         if not summ:
@@ -214,11 +236,14 @@ def main():
             graph_launches = sum(1 for c in apis if c["name"] == "hipGraphLaunch" and c.get("ret") == 0 and not c.get("captured"))
             if graph_launches and sm["batches_gt1"] < graph_launches:
                 fail(f"graph replays not submitted as batches: {sm['batches_gt1']} < {graph_launches}")
-            if sm["packets"] != len(ops):
-                fail(f"HSA tool saw {sm['packets']} packets, truth has {len(ops)} ops")
+            # every op is a packet, except async copies: a marker and a fence packet each
+            sdma = sum(1 for o in ops if o.get("engine") == "sdma")
+            want = len(ops) - sdma + 2 * sdma
+            if sm["packets"] != want:
+                fail(f"HSA tool saw {sm['packets']} packets, truth ops make {want}")
 
     print(f"check_truth: {ntool} hsa-tool dispatches, ", end="")
-    print(f"{len(apis)} api, {len(ops)} ops, {nrec} profiler records, {len(fails)} failure(s)")
+    print(f"{len(apis)} api, {len(ops)} ops, {len(replays)} replay spans, {nrec} profiler records, {len(fails)} failure(s)")
     return 1 if fails else 0
 
 
