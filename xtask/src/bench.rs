@@ -7,7 +7,7 @@
 //! `collector`: one thread calls a probed function as fast as it can for 10 s under
 //!   `rtl-ebpf --all`: events/s handled, drops, collector CPU %, peak RSS, bytes per API row.
 //! `attach`: time to attach the default API set to libamdhip64.
-//! `lifecycle`: the probe lifecycle (issue 12): attach of the default set (median of 5),
+//! `lifecycle` (`lifecycle-multi`: the default links only): the probe lifecycle (issue 12): attach of the default set (median of 5),
 //!   detach until the kernel lists none of the session's links, a second session's attach while
 //!   the first detaches, ten back-to-back `run` traces of a short workload (each checked
 //!   complete); with uprobe_multi links and, for comparison, the per-probe perf fallback.
@@ -36,8 +36,8 @@ pub fn run(rest: &[String]) -> Result<()> {
     if matches!(which, "all" | "attach") {
         attach()?;
     }
-    if matches!(which, "all" | "lifecycle") {
-        lifecycle()?;
+    if matches!(which, "all" | "lifecycle" | "lifecycle-multi") {
+        lifecycle(which == "lifecycle-multi")?;
     }
     if matches!(which, "all" | "probe-cost") {
         probe_cost()?;
@@ -366,7 +366,8 @@ fn tracer(db: &Path, links: &str, pid: u32) -> Command {
     c
 }
 
-fn lifecycle() -> Result<()> {
+/// `multi_only`: skip the per-probe fallback (minutes of background removal).
+fn lifecycle(multi_only: bool) -> Result<()> {
     let dir = root().join("target/bench");
     std::fs::create_dir_all(&dir)?;
     let (a, b) = (dir.join("lifecycle-a.db"), dir.join("lifecycle-b.db"));
@@ -381,7 +382,8 @@ fn lifecycle() -> Result<()> {
     std::thread::sleep(Duration::from_millis(500));
     // The per-probe fallback is measured for comparison, with fewer rounds: each of its
     // detaches keeps the kernel busy for ~40 s.
-    for (links, rounds, runs) in [("uprobe_multi", 5, 10), ("perf_event", 2, 3)] {
+    let kinds: &[(&str, usize, usize)] = if multi_only { &[("uprobe_multi", 5, 10)] } else { &[("uprobe_multi", 5, 10), ("perf_event", 2, 3)] };
+    for &(links, rounds, runs) in kinds {
         time_until_unloaded(Instant::now(), limit)?;
         // Attach, uncontended: median of `rounds`.
         let (mut attach, mut probes_only, mut detach, mut detach_wall) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
