@@ -44,6 +44,7 @@ run demo 0 81 103 1 "$B/demo"
 run graph_replay 0 438 650 1 "$B/graph_replay"
 run serve_sim 0 6480 9240 9 "$B/serve_sim"
 run launch_storm 0 872 1448 2 "$B/launch_storm"
+run copy_graph 0 773 973 1 "$B/copy_graph"
 # two images of one pid (exec_mid_call, then api_mix); the first image's count is timing-dependent
 run exec_mid_call 0 - - 2 "$B/exec_mid_call" --threads 2 --delay-ms 100
 
