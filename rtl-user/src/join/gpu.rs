@@ -40,6 +40,7 @@ use rtl_common::agent::{self, ClockDomain, GpuOp, OpKind, Record, Source, Status
 
 use super::rows::{ApiRow, CallStatus, LinkKind, MetaRow, OpRow, RtlApiRow, Row};
 use super::sequence::{Lane, Placement, Query, SequenceStats};
+use super::strings::{name_from_process, NameTable};
 use super::thread_hash::profiler_thread_id;
 
 /// Calls kept per process for matching (GPU-capable calls only).
@@ -113,7 +114,8 @@ type LaneKey = (u64, Arc<str>);
 
 #[derive(Default)]
 struct Process {
-    strings: HashMap<u32, Arc<str>>,
+    /// The agent's strings by id, bounded (`strings.rs`).
+    strings: NameTable<u32>,
     /// realtime - monotonic from the agent's latest clock reading, and its uncertainty.
     clock: Option<(i64, u64)>,
     /// GPU-capable calls in completion order (the time join).
@@ -350,8 +352,9 @@ impl GpuJoiner {
         for rec in batch.records() {
             match rec {
                 Record::String(s) => {
-                    let text = crate::join::demangle(&String::from_utf8_lossy(s.bytes));
-                    self.procs.entry(pid).or_default().strings.insert(s.id, Arc::from(text.as_str()));
+                    let p = self.procs.entry(pid).or_default();
+                    let text = name_from_process(&String::from_utf8_lossy(s.bytes), p.strings.counters());
+                    p.strings.insert(s.id, text);
                 }
                 Record::ClockSync(c) => {
                     let off = c.realtime_ns as i64 - c.monotonic_ns as i64;

@@ -11,8 +11,10 @@ pub mod args;
 pub mod calls;
 pub mod gpu;
 pub mod markers;
+pub mod proc_info;
 pub mod rows;
 pub mod sequence;
+pub mod strings;
 pub mod thread_hash;
 
 use std::collections::HashMap;
@@ -43,9 +45,13 @@ pub struct Joiner {
     described: Vec<bool>,
     pairer: CallPairer,
     markers: markers::Markers,
-    /// (pid, host stub or function handle) -> kernel name.
-    kernel_names: HashMap<(u32, u64), String>,
+    /// (pid, host stub or function handle) -> kernel name, bounded, shared across forks.
+    pub kernel_names: strings::KernelNames,
+    /// Processes that exited since the last [`Joiner::retry_gpu`]: their state is freed there.
+    exited: Vec<u32>,
     processes: HashMap<u32, ProcessRow>,
+    /// How processes are named: exec records, else /proc.
+    pub proc_info: proc_info::ProcReader,
     pub stats: JoinStats,
     last_ts: u64,
     calls: Vec<Call>,
@@ -64,8 +70,10 @@ impl Joiner {
             described: Vec::new(),
             pairer: CallPairer::new(),
             markers: markers::Markers::default(),
-            kernel_names: HashMap::new(),
+            kernel_names: strings::KernelNames::default(),
+            exited: Vec::new(),
             processes: HashMap::new(),
+            proc_info: proc_info::ProcReader::default(),
             stats: JoinStats::default(),
             last_ts: 0,
             calls: Vec::new(),
@@ -122,11 +130,15 @@ impl Joiner {
                 self.calls = calls;
                 let (pid, tid) = ((h.pid_tgid >> 32) as u32, h.pid_tgid as u32);
                 if pid == tid {
-                    if let Some(p) = self.processes.get_mut(&pid) {
+                    // Its final row now; nothing of it is kept (a process table that only grows
+                    // would hold every process a node ever ran).
+                    if let Some(mut p) = self.processes.remove(&pid) {
                         p.exited = true;
                         p.last_ns = h.ts_ns;
-                        out.push(Row::Process(p.clone()));
+                        out.push(Row::Process(p));
                     }
+                    self.proc_info.forget(pid);
+                    self.exited.push(pid);
                 }
             }
             Event::ExecKill(h) => {
@@ -137,20 +149,29 @@ impl Joiner {
                 self.emit(&mut calls, out);
                 self.calls = calls;
             }
-            Event::Exec(h) => {
+            Event::Exec(h, info) => {
                 let pid = (h.pid_tgid >> 32) as u32;
                 let mut calls = std::mem::take(&mut self.calls);
                 self.pairer.close_process(pid, h.ts_ns, CallStatus::Exec, &mut calls);
                 self.emit(&mut calls, out);
                 self.calls = calls;
                 // The image changed: its kernel registrations are gone, its command line is new.
-                self.kernel_names.retain(|(p, _), _| *p != pid);
+                self.kernel_names.forget(pid);
                 self.gpu.forget_process(pid);
+                // What it runs now, as the kernel saw it at the exec (the process may be gone
+                // before /proc could be read).
+                let info = proc_info::ProcInfo {
+                    exe: if info.filename.is_empty() { info.comm } else { info.filename },
+                    cmdline: info.cmdline,
+                    ppid: info.ppid,
+                };
                 if let Some(p) = self.processes.get_mut(&pid) {
-                    let (exe, cmdline) = read_proc(pid);
-                    p.exe = exe;
-                    p.cmdline = cmdline;
+                    p.exe = info.exe;
+                    p.cmdline = info.cmdline;
+                    p.ppid = info.ppid.or(p.ppid);
                     out.push(Row::Process(p.clone()));
+                } else {
+                    self.proc_info.at_exec(pid, info);
                 }
             }
             Event::Fork(h, child) => {
@@ -158,14 +179,9 @@ impl Joiner {
                 if child == parent || self.processes.contains_key(&child) {
                     return;
                 }
-                // A forked child inherits its parent's registered kernels (same addresses).
-                let inherited: Vec<((u32, u64), String)> = self
-                    .kernel_names
-                    .iter()
-                    .filter(|((p, _), _)| *p == parent)
-                    .map(|((_, f), n)| ((child, *f), n.clone()))
-                    .collect();
-                self.kernel_names.extend(inherited);
+                // A forked child inherits its parent's registered kernels (same addresses): it
+                // shares the parent's table until it registers one of its own.
+                self.kernel_names.fork(parent, child);
             }
             Event::Agent(h, data, len) => {
                 self.stats.agent_batches += 1;
@@ -195,8 +211,8 @@ impl Joiner {
             p.last_ns = ts;
             return;
         }
-        let (exe, cmdline) = read_proc(pid);
-        let row = ProcessRow { pid, ppid: read_ppid(pid), exe, cmdline, first_ns: ts, last_ns: ts, exited: false };
+        let info = self.proc_info.describe(pid);
+        let row = ProcessRow { pid, ppid: info.ppid, exe: info.exe, cmdline: info.cmdline, first_ns: ts, last_ns: ts, exited: false };
         out.push(Row::Process(row.clone()));
         self.processes.insert(pid, row);
     }
@@ -236,7 +252,8 @@ impl Joiner {
                 KernelNaming::OutHandle => call.out,
             };
             if let (Some(f), Some(text)) = (kernel_handle, &call.open.text) {
-                self.kernel_names.insert((pid, f), demangle(text));
+                let name = strings::name_from_process(text, self.kernel_names.counters());
+                self.kernel_names.insert(pid, f, name);
             }
             if spec.gpu_work {
                 self.gpu.index_call(
@@ -260,7 +277,7 @@ impl Joiner {
             }
             if let Some(mut k) = d.kernel {
                 if let Some(f) = d.launch_func {
-                    k.name = self.kernel_names.get(&(pid, f)).cloned().unwrap_or_default();
+                    k.name = self.kernel_names.get(pid, f).map(|n| n.to_string()).unwrap_or_default();
                 }
                 out.push(Row::Kernel(k));
             }
@@ -276,6 +293,12 @@ impl Joiner {
         let mut rows = Vec::new();
         self.gpu.retry_pending(self.last_ts, false, &mut || pairer.alloc_id(), &mut rows);
         self.deferred.extend(rows);
+        // Processes that exited: their last agent batch came before their exit (the agent
+        // publishes from inside the process), and their operations were just retried.
+        for pid in self.exited.drain(..) {
+            self.gpu.forget_process(pid);
+            self.kernel_names.forget(pid);
+        }
     }
 
     /// Rows produced outside `push` (GPU retries), to be written with the next batch.
@@ -301,19 +324,4 @@ impl Joiner {
 /// Demangles an Itanium C++ name (bounded: [`crate::probe::demangle`]); other names pass through.
 pub fn demangle(name: &str) -> String {
     crate::probe::demangle::demangle_or_keep(name)
-}
-
-fn read_proc(pid: u32) -> (String, String) {
-    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).map(|p| p.display().to_string()).unwrap_or_default();
-    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))
-        .map(|b| {
-            b.split(|&c| c == 0).filter(|s| !s.is_empty()).map(|s| String::from_utf8_lossy(s)).collect::<Vec<_>>().join(" ")
-        })
-        .unwrap_or_default();
-    (exe, cmdline)
-}
-
-fn read_ppid(pid: u32) -> Option<u32> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    s.lines().find_map(|l| l.strip_prefix("PPid:")).and_then(|v| v.trim().parse().ok())
 }
