@@ -3,13 +3,13 @@
 //!     cargo run --release -p rtl-user --example bench_bounds
 //!
 //! * Demangling a name whose back-references double its text at every level: the demangler
-//!   unbounded (as before) against `join::strings::demangle` (stops at 16 KiB of output).
+//!   unbounded against `probe::demangle::demangle` (stops at `MAX_DEMANGLED` bytes of output).
 //! * Symbols of a 3 GiB sparse copy of the HIP library: reading the whole file (as before)
 //!   against reading only its ELF tables (`Symbols::read`).
 
 use std::time::Instant;
 
-use rtl_user::join::strings::{demangle, Demangled};
+use rtl_user::probe::demangle::{demangle, MAX_DEMANGLED};
 use rtl_user::probe::symbols::Symbols;
 
 fn exploding_name(levels: usize) -> String {
@@ -55,9 +55,9 @@ fn main() -> anyhow::Result<()> {
         let t = Instant::now();
         let r = demangle(&name);
         let what = match &r {
-            Demangled::TooLong => "kept mangled".to_string(),
-            Demangled::Yes(s) => format!("{} bytes", s.len()),
-            Demangled::No => "not a name".to_string(),
+            Some(s) if s.len() > MAX_DEMANGLED => format!("cut at {} bytes", s.len()),
+            Some(s) => format!("{} bytes", s.len()),
+            None => "not demangled".to_string(),
         };
         println!("  bounded    {levels:>2} levels, {:>3}-byte name: {what} in {:.6} s", name.len(), t.elapsed().as_secs_f64());
     }

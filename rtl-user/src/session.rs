@@ -408,7 +408,7 @@ pub fn run(mode: Mode, opts: &TraceOpts) -> Result<Outcome> {
         ("agent_strings_peak_bytes", agent_names.peak_bytes.load(Relaxed).to_string()),
         ("kernel_names_refused", kernel_names.refused.load(Relaxed).to_string()),
         ("kernel_names_peak_bytes", kernel_names.peak_bytes.load(Relaxed).to_string()),
-        ("names_left_mangled", (agent_names.left_mangled.load(Relaxed) + kernel_names.left_mangled.load(Relaxed)).to_string()),
+        ("names_demangled_cut", (agent_names.demangled_cut.load(Relaxed) + kernel_names.demangled_cut.load(Relaxed)).to_string()),
         ("names_truncated", (agent_names.truncated.load(Relaxed) + kernel_names.truncated.load(Relaxed)).to_string()),
         ("processes_named_at_exec", joiner.proc_info.stats.from_exec.to_string()),
         ("processes_named_from_proc", joiner.proc_info.stats.from_proc.to_string()),

@@ -7,51 +7,27 @@
 //! permissive node.
 
 mod common;
+mod users;
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
+use users::TestUser;
 
-/// A real unprivileged user for one test, deleted when dropped.
-struct TestUser {
-    name: String,
-    uid: u32,
-    gid: u32,
+/// Running commands as a test user (`users::TestUser`, created with useradd, removed after).
+trait AsUser {
+    /// A command that runs `prog` as this user (no supplementary groups).
+    fn command(&self, prog: &str) -> Command;
 }
 
-impl TestUser {
-    fn new(tag: &str) -> Self {
-        let name = format!("rtl{tag}{}", std::process::id());
-        assert!(name.len() <= 32, "user name too long: {name}");
-        let out = Command::new("useradd")
-            .args(["--system", "--no-create-home", "--shell", "/usr/sbin/nologin", "--user-group", &name])
-            .output()
-            .expect("useradd is needed");
-        assert!(out.status.success(), "useradd {name}: {}", String::from_utf8_lossy(&out.stderr));
-        let id = |flag: &str| -> u32 {
-            let o = Command::new("id").args([flag, &name]).output().unwrap();
-            String::from_utf8_lossy(&o.stdout).trim().parse().unwrap()
-        };
-        let (uid, gid) = (id("-u"), id("-g"));
-        assert!(uid != 0 && gid != 0);
-        Self { name, uid, gid }
-    }
-
-    /// A command that runs `prog` as this user (no supplementary groups).
+impl AsUser for TestUser {
     fn command(&self, prog: &str) -> Command {
         let mut c = Command::new("setpriv");
         c.args(["--reuid", &self.uid.to_string(), "--regid", &self.gid.to_string(), "--clear-groups", "--", prog]);
         c
-    }
-
-    /// Runs a shell script as this user; panics unless it succeeds.
-    fn sh(&self, script: &str) -> Output {
-        let out = self.command("/bin/sh").args(["-c", script]).output().unwrap();
-        assert!(out.status.success(), "as {}: `{script}`: {}", self.name, String::from_utf8_lossy(&out.stderr));
-        out
     }
 }
 
@@ -77,12 +53,6 @@ impl Drop for Killed {
             let _ = self.0.kill();
         }
         let _ = self.0.wait();
-    }
-}
-
-impl Drop for TestUser {
-    fn drop(&mut self) {
-        let _ = Command::new("userdel").arg(&self.name).output();
     }
 }
 
@@ -144,7 +114,7 @@ int main(int argc, char **argv) {
 #[test]
 fn a_trace_swapped_for_a_symlink_never_gives_root_files_away() {
     require_root();
-    let user = TestUser::new("chown");
+    let user = TestUser::create();
     let d = tmpdir();
     let out = user_dir(d.path(), &user, "out");
     let swapper = d.path().join("swapper");
@@ -309,7 +279,7 @@ fn traced_exactly(db: &Path, truth_file: &Path, pid: u32) -> usize {
 #[test]
 fn a_fifo_in_place_of_a_mapped_library_does_not_block_all() {
     require_root();
-    let user = TestUser::new("fifo");
+    let user = TestUser::create();
     let d = tmpdir();
     let w = user_dir(d.path(), &user, "w");
     let lib = w.join("lib");
@@ -363,7 +333,7 @@ fn a_fifo_in_place_of_a_mapped_library_does_not_block_all() {
 fn libraries_are_found_whatever_their_path_holds() {
     require_root();
     use std::os::unix::ffi::OsStrExt;
-    let user = TestUser::new("names");
+    let user = TestUser::create();
     let d = tmpdir();
     let w = user_dir(d.path(), &user, "w");
     let dirs = [w.join("new\nline"), w.join(std::ffi::OsStr::from_bytes(b"not-utf8-\xff\xfe"))];
@@ -397,7 +367,7 @@ fn libraries_are_found_whatever_their_path_holds() {
 #[test]
 fn a_huge_sparse_library_costs_its_tables_not_its_size() {
     require_root();
-    let user = TestUser::new("sparse");
+    let user = TestUser::create();
     let d = tmpdir();
     let w = user_dir(d.path(), &user, "w");
     let dir = w.join("big");
@@ -469,7 +439,7 @@ fn attach_stops_when_every_traced_process_has_exited() {
 #[test]
 fn run_under_sudo_runs_the_command_as_the_invoking_user() {
     require_root();
-    let user = TestUser::new("sudo");
+    let user = TestUser::create();
     let d = tmpdir();
     let w = user_dir(d.path(), &user, "w");
     let home = {

@@ -784,22 +784,36 @@ impl GpuJoiner {
     /// Folds the agents' latest counters into the stats and the trace's metadata (call at the
     /// end).
     pub fn finish_counters(&mut self, out: &mut Vec<Row>) {
-        for p in self.procs.values() {
-            if let Some(c) = p.counters {
-                self.stats.agent_dropped += c.dropped_queue_full;
-                self.stats.agent_ops_seen += c.gpu_ops_seen;
-                self.stats.graph_batches_skipped += c.graph_batches_skipped;
-                self.stats.graph_spans += c.graph_spans;
-                self.stats.barriers_untimed += c.barriers_untimed;
-                self.stats.other_packets += c.other_packets;
-            }
+        let procs = std::mem::take(&mut self.procs);
+        for p in procs.values() {
+            self.fold_counters(p);
         }
+        self.procs = procs;
         for (tag, v) in [
             ("agent_graph_spans", self.stats.graph_spans),
             ("agent_barriers_untimed", self.stats.barriers_untimed),
             ("agent_other_packets", self.stats.other_packets),
         ] {
             out.push(Row::Meta(MetaRow { tag: tag.into(), value: v.to_string() }));
+        }
+    }
+
+    /// A process exited: its agent's latest counters go into the stats and its state is freed
+    /// (state kept for every process that ever ran would grow without bound).
+    pub fn process_exited(&mut self, pid: u32) {
+        if let Some(p) = self.procs.remove(&pid) {
+            self.fold_counters(&p);
+        }
+    }
+
+    fn fold_counters(&mut self, p: &Process) {
+        if let Some(c) = p.counters {
+            self.stats.agent_dropped += c.dropped_queue_full;
+            self.stats.agent_ops_seen += c.gpu_ops_seen;
+            self.stats.graph_batches_skipped += c.graph_batches_skipped;
+            self.stats.graph_spans += c.graph_spans;
+            self.stats.barriers_untimed += c.barriers_untimed;
+            self.stats.other_packets += c.other_packets;
         }
     }
 }

@@ -49,6 +49,8 @@ pub struct Joiner {
     pub kernel_names: strings::KernelNames,
     /// Processes that exited since the last [`Joiner::retry_gpu`]: their state is freed there.
     exited: Vec<u32>,
+    /// Processes whose main thread exited while others still ran.
+    main_exited: std::collections::HashSet<u32>,
     processes: HashMap<u32, ProcessRow>,
     /// How processes are named: exec records, else /proc.
     pub proc_info: proc_info::ProcReader,
@@ -72,6 +74,7 @@ impl Joiner {
             markers: markers::Markers::default(),
             kernel_names: strings::KernelNames::default(),
             exited: Vec::new(),
+            main_exited: std::collections::HashSet::new(),
             processes: HashMap::new(),
             proc_info: proc_info::ProcReader::default(),
             stats: JoinStats::default(),
@@ -138,6 +141,9 @@ impl Joiner {
                         out.push(Row::Process(p));
                     }
                     self.proc_info.forget(pid);
+                    self.exited.push(pid);
+                } else if self.main_exited.contains(&pid) {
+                    // A thread outliving its main thread (pthread_exit in main): check again.
                     self.exited.push(pid);
                 }
             }
@@ -295,9 +301,16 @@ impl Joiner {
         self.deferred.extend(rows);
         // Processes that exited: their last agent batch came before their exit (the agent
         // publishes from inside the process), and their operations were just retried.
-        for pid in self.exited.drain(..) {
-            self.gpu.forget_process(pid);
-            self.kernel_names.forget(pid);
+        // (A main thread can exit while other threads go on: then the state stays until the
+        // process is gone.)
+        for pid in std::mem::take(&mut self.exited) {
+            if process_gone(pid) {
+                self.main_exited.remove(&pid);
+                self.gpu.process_exited(pid);
+                self.kernel_names.forget(pid);
+            } else {
+                self.main_exited.insert(pid);
+            }
         }
     }
 
@@ -320,6 +333,15 @@ impl Joiner {
     }
 }
 
+
+/// Has process `pid` ended (reaped, or a zombie)? Read from `/proc/PID/stat`, which does not
+/// wait on the process.
+fn process_gone(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return true };
+    // `pid (comm) S ...`: the state follows the last ')' (comm may hold one).
+    let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next());
+    matches!(state, None | Some('Z') | Some('X'))
+}
 
 /// Demangles an Itanium C++ name (bounded: [`crate::probe::demangle`]); other names pass through.
 pub fn demangle(name: &str) -> String {

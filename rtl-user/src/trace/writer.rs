@@ -108,7 +108,7 @@ fn create_file(path: &Path, force: bool) -> Result<CreatedFiles> {
         };
         anyhow!(Fatal::Output(format!("cannot create trace file {}: {e}{hint}", path.display())))
     })?;
-    chown_to_invoker(&main);
+    chown_file_to_invoker(&main);
     let mut files = CreatedFiles { files: vec![(main, "database")] };
     // SQLite's side files have predictable names and SQLite opens them without O_EXCL: a file
     // planted as `<trace>-wal` by someone who can write in the directory would receive the
@@ -125,7 +125,7 @@ fn create_file(path: &Path, force: bool) -> Result<CreatedFiles> {
             let p = side(suffix);
             let f = create(&p)?;
             made.push(p);
-            chown_to_invoker(&f);
+            chown_file_to_invoker(&f);
             files.files.push((f, what));
         }
         Ok(())
@@ -142,9 +142,28 @@ fn create_file(path: &Path, force: bool) -> Result<CreatedFiles> {
     Ok(files)
 }
 
+/// Under sudo, gives the file at `path`, one this process has just created there, to the user
+/// who ran sudo, without trusting the path: it is opened `O_NOFOLLOW` (a symlink swapped in is
+/// not followed) and given away through that descriptor only if it is still a regular file of
+/// ours with a single link (not a file someone renamed or linked into its place).
+pub fn chown_to_invoker(path: &Path) {
+    if invoking_user().is_none() {
+        return;
+    }
+    let Ok(f) = OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC).open(path)
+    else {
+        return;
+    };
+    let Ok(m) = f.metadata() else { return };
+    // SAFETY: no preconditions.
+    if m.is_file() && m.uid() == unsafe { libc::geteuid() } && m.nlink() == 1 {
+        chown_file_to_invoker(&f);
+    }
+}
+
 /// Under sudo (`SUDO_UID`, `SUDO_GID`), gives a file the collector created to the user who ran
 /// sudo, through its open descriptor (never a path, which may have become a symlink).
-fn chown_to_invoker(file: &std::fs::File) {
+fn chown_file_to_invoker(file: &std::fs::File) {
     let Some((uid, gid)) = invoking_user() else { return };
     let _ = std::os::unix::fs::fchown(file, Some(uid), Some(gid));
 }
