@@ -416,6 +416,11 @@ fn attach_stops_when_every_traced_process_has_exited() {
         }
         let (mut c, lines) = rtl_spawn(&args, &[]);
         wait_line(&lines, "functions probed", 240);
+        // Both are traced (calls of each written) before they are stopped.
+        let q = format!("SELECT count(DISTINCT pid) FROM rocpd_api WHERE pid IN ({pa}, {pb})");
+        wait_for("calls of both processes in the trace", 120, || {
+            rusqlite::Connection::open(&db).ok().and_then(|c| c.query_row(&q, [], |r| r.get::<_, i64>(0)).ok()) == Some(2)
+        });
         stop_child(a);
         wait_line(&lines, &format!("PID {pa} exited"), 60);
         assert!(c.try_wait().unwrap().is_none(), "stopped while PID {pb} still runs");
