@@ -45,10 +45,13 @@ pub struct ProcStats {
     pub cmdline_stalls: u32,
 }
 
+/// The command-line worker: pids in, (pid, command line) out.
+type CmdlineWorker = (Sender<u32>, Receiver<(u32, String)>);
+
 #[derive(Default)]
 pub struct ProcReader {
     execs: HashMap<u32, ProcInfo>,
-    worker: Option<(Sender<u32>, Receiver<(u32, String)>)>,
+    worker: Option<CmdlineWorker>,
     pub stats: ProcStats,
 }
 
