@@ -800,7 +800,15 @@ impl GpuJoiner {
 
     /// A process exited: its agent's latest counters go into the stats and its state is freed
     /// (state kept for every process that ever ran would grow without bound).
-    pub fn process_exited(&mut self, pid: u32) {
+    /// Its records still waiting for their lane's numbering are decided now, by time within
+    /// their lane (no later call can number them).
+    pub fn process_exited(&mut self, pid: u32, next_id: &mut dyn FnMut() -> i64, out: &mut Vec<Row>) {
+        let mut recs: Vec<u64> = self.parked.keys().filter(|k| k.0 == pid).map(|k| k.1).collect();
+        recs.sort_unstable();
+        for rec in recs {
+            self.give_up_parked(pid, rec, next_id, out);
+        }
+        self.parked_order.retain(|&(_, p, _)| p != pid);
         if let Some(p) = self.procs.remove(&pid) {
             self.fold_counters(&p);
         }

@@ -47,8 +47,12 @@ pub struct Joiner {
     markers: markers::Markers,
     /// (pid, host stub or function handle) -> kernel name, bounded, shared across forks.
     pub kernel_names: strings::KernelNames,
-    /// Processes that exited since the last [`Joiner::retry_gpu`]: their state is freed there.
-    exited: Vec<u32>,
+    /// Processes that exited since the last [`Joiner::retry_gpu`] (pid, when): their state is
+    /// freed from there.
+    exited: Vec<(u32, u64)>,
+    /// Processes gone whose GPU-join state is freed once [`GPU_STATE_GRACE_NS`] has passed (their
+    /// operations still waiting are decided by then).
+    gpu_exited: std::collections::VecDeque<(u32, u64)>,
     /// Processes whose main thread exited while others still ran.
     main_exited: std::collections::HashSet<u32>,
     processes: HashMap<u32, ProcessRow>,
@@ -74,6 +78,7 @@ impl Joiner {
             markers: markers::Markers::default(),
             kernel_names: strings::KernelNames::default(),
             exited: Vec::new(),
+            gpu_exited: std::collections::VecDeque::new(),
             main_exited: std::collections::HashSet::new(),
             processes: HashMap::new(),
             proc_info: proc_info::ProcReader::default(),
@@ -141,10 +146,10 @@ impl Joiner {
                         out.push(Row::Process(p));
                     }
                     self.proc_info.forget(pid);
-                    self.exited.push(pid);
+                    self.exited.push((pid, h.ts_ns));
                 } else if self.main_exited.contains(&pid) {
                     // A thread outliving its main thread (pthread_exit in main): check again.
-                    self.exited.push(pid);
+                    self.exited.push((pid, h.ts_ns));
                 }
             }
             Event::ExecKill(h) => {
@@ -217,6 +222,8 @@ impl Joiner {
             p.last_ns = ts;
             return;
         }
+        // A new process under a pid whose old process's state waits to be freed: keep it.
+        self.gpu_exited.retain(|&(p, _)| p != pid);
         let info = self.proc_info.describe(pid);
         let row = ProcessRow { pid, ppid: info.ppid, exe: info.exe, cmdline: info.cmdline, first_ns: ts, last_ns: ts, exited: false };
         out.push(Row::Process(row.clone()));
@@ -298,20 +305,29 @@ impl Joiner {
         let pairer = &mut self.pairer;
         let mut rows = Vec::new();
         self.gpu.retry_pending(self.last_ts, false, &mut || pairer.alloc_id(), &mut rows);
-        self.deferred.extend(rows);
         // Processes that exited: their last agent batch came before their exit (the agent
         // publishes from inside the process), and their operations were just retried.
         // (A main thread can exit while other threads go on: then the state stays until the
         // process is gone.)
-        for pid in std::mem::take(&mut self.exited) {
+        for (pid, ts) in std::mem::take(&mut self.exited) {
             if process_gone(pid) {
                 self.main_exited.remove(&pid);
-                self.gpu.process_exited(pid);
                 self.kernel_names.forget(pid);
+                self.gpu_exited.push_back((pid, ts));
             } else {
                 self.main_exited.insert(pid);
             }
         }
+        // Its GPU-join state goes once every operation of it still waiting has been decided
+        // (the join gives up on a waiting one after a few seconds of trace time).
+        while let Some(&(pid, ts)) = self.gpu_exited.front() {
+            if self.last_ts < ts.saturating_add(GPU_STATE_GRACE_NS) {
+                break;
+            }
+            self.gpu_exited.pop_front();
+            self.gpu.process_exited(pid, &mut || pairer.alloc_id(), &mut rows);
+        }
+        self.deferred.extend(rows);
     }
 
     /// Rows produced outside `push` (GPU retries), to be written with the next batch.
@@ -333,6 +349,10 @@ impl Joiner {
     }
 }
 
+
+/// How long (trace time) an exited process's GPU-join state is kept: twice the join's give-up
+/// time for a waiting operation.
+const GPU_STATE_GRACE_NS: u64 = 10_000_000_000;
 
 /// Has process `pid` ended (reaped, or a zombie)? Read from `/proc/PID/stat`, which does not
 /// wait on the process.
