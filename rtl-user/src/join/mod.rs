@@ -53,8 +53,9 @@ pub struct Joiner {
     /// Processes gone whose GPU-join state is freed once [`GPU_STATE_GRACE_NS`] has passed (their
     /// operations still waiting are decided by then).
     gpu_exited: std::collections::VecDeque<(u32, u64)>,
-    /// Processes whose main thread exited while others still ran.
-    main_exited: std::collections::HashSet<u32>,
+    /// Processes whose main thread exited but that are not gone yet (still exiting, or other
+    /// threads run on), with the exit time.
+    main_exited: HashMap<u32, u64>,
     processes: HashMap<u32, ProcessRow>,
     /// How processes are named: exec records, else /proc.
     pub proc_info: proc_info::ProcReader,
@@ -79,7 +80,7 @@ impl Joiner {
             kernel_names: strings::KernelNames::default(),
             exited: Vec::new(),
             gpu_exited: std::collections::VecDeque::new(),
-            main_exited: std::collections::HashSet::new(),
+            main_exited: HashMap::new(),
             processes: HashMap::new(),
             proc_info: proc_info::ProcReader::default(),
             stats: JoinStats::default(),
@@ -146,9 +147,6 @@ impl Joiner {
                         out.push(Row::Process(p));
                     }
                     self.proc_info.forget(pid);
-                    self.exited.push((pid, h.ts_ns));
-                } else if self.main_exited.contains(&pid) {
-                    // A thread outliving its main thread (pthread_exit in main): check again.
                     self.exited.push((pid, h.ts_ns));
                 }
             }
@@ -224,6 +222,7 @@ impl Joiner {
         }
         // A new process under a pid whose old process's state waits to be freed: keep it.
         self.gpu_exited.retain(|&(p, _)| p != pid);
+        self.main_exited.remove(&pid);
         let info = self.proc_info.describe(pid);
         let row = ProcessRow { pid, ppid: info.ppid, exe: info.exe, cmdline: info.cmdline, first_ns: ts, last_ns: ts, exited: false };
         out.push(Row::Process(row.clone()));
@@ -309,13 +308,16 @@ impl Joiner {
         // publishes from inside the process), and their operations were just retried.
         // (A main thread can exit while other threads go on: then the state stays until the
         // process is gone.)
-        for (pid, ts) in std::mem::take(&mut self.exited) {
+        // The exit event is often decoded while the process is still in the kernel's exit
+        // path: one not gone yet is checked again after the next chunk.
+        let mut check = std::mem::take(&mut self.exited);
+        check.extend(self.main_exited.drain());
+        for (pid, ts) in check {
             if process_gone(pid) {
-                self.main_exited.remove(&pid);
                 self.kernel_names.forget(pid);
                 self.gpu_exited.push_back((pid, ts));
             } else {
-                self.main_exited.insert(pid);
+                self.main_exited.entry(pid).or_insert(ts);
             }
         }
         // Its GPU-join state goes once every operation of it still waiting has been decided
