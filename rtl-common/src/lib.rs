@@ -18,7 +18,7 @@ pub enum EventKind {
     StringEnter = 3,
     /// A thread of a traced process exited ([`TaskEvent`]).
     ThreadExit = 4,
-    /// A traced process called exec ([`TaskEvent`]).
+    /// A traced process called exec ([`ExecEvent`]: what it runs now, read in the kernel).
     Exec = 5,
     /// A traced process forked a child that is now traced too ([`TaskEvent`]).
     Fork = 6,
@@ -137,6 +137,34 @@ pub struct TaskEvent {
     pub _pad: u32,
 }
 
+/// Longest executable path kept from an exec (bytes, including the terminating NUL).
+pub const EXEC_PATH_LEN: usize = 256;
+/// Most bytes of an exec's command line kept (its NUL-separated argument strings).
+pub const EXEC_ARGS_LEN: usize = 2048;
+
+/// A traced process called exec: what it runs now, read in the kernel at that moment (a
+/// short-lived process has often exited, and its `/proc` entry gone, by the time the collector
+/// reads its first call).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ExecEvent {
+    pub hdr: EventHeader,
+    /// The parent's tgid (`real_parent`), 0 if unknown.
+    pub ppid: u32,
+    /// Bytes of `args` copied.
+    pub args_len: u32,
+    /// Bytes of the whole command line in the new image (`arg_end - arg_start`): more than
+    /// `args_len` when it was cut.
+    pub args_total: u32,
+    pub _pad: u32,
+    /// The task's name after the exec (`comm`), NUL-padded.
+    pub comm: [u8; 16],
+    /// The path given to exec (`linux_binprm.filename`), NUL-terminated; empty if unreadable.
+    pub filename: [u8; EXEC_PATH_LEN],
+    /// The new command line: argument strings, each NUL-terminated, cut at [`EXEC_ARGS_LEN`].
+    pub args: [u8; EXEC_ARGS_LEN],
+}
+
 /// Largest agent payload carried by one [`AgentBatch`] record (bytes).
 pub const AGENT_BATCH_MAX: usize = 4096;
 
@@ -201,7 +229,16 @@ pub mod config {
     /// Byte offset of `group_exec_task` in `struct signal_struct`; 0: unknown (then a thread
     /// killed by another thread's exec is reported as a plain exit).
     pub const SIGNAL_EXEC_TASK_OFF: u32 = 8;
-    pub const LEN: u32 = 9;
+    /// Byte offset of `real_parent` in `struct task_struct`; 0: unknown (no ppid at exec).
+    pub const TASK_REAL_PARENT_OFF: u32 = 9;
+    /// Byte offset of `filename` in `struct linux_binprm`; 0: unknown (no path at exec).
+    pub const BINPRM_FILENAME_OFF: u32 = 10;
+    /// Byte offset of `mm` in `struct task_struct`; 0: unknown (no command line at exec).
+    pub const TASK_MM_OFF: u32 = 11;
+    /// Byte offsets of `arg_start` and `arg_end` in `struct mm_struct`.
+    pub const MM_ARG_START_OFF: u32 = 12;
+    pub const MM_ARG_END_OFF: u32 = 13;
+    pub const LEN: u32 = 14;
 }
 
 /// Slots of the per-CPU `COUNTERS` array map.

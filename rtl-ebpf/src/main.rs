@@ -12,8 +12,9 @@
 
 use aya_ebpf::{
     helpers::{
-        bpf_get_current_pid_tgid, bpf_get_current_task, bpf_ktime_get_ns, bpf_probe_read_kernel, bpf_probe_read_user,
-        bpf_probe_read_user_str_bytes, generated::bpf_get_attach_cookie,
+        bpf_get_current_pid_tgid, bpf_get_current_task, bpf_ktime_get_ns, bpf_probe_read_kernel,
+        bpf_probe_read_kernel_str_bytes, bpf_probe_read_user, bpf_probe_read_user_str_bytes,
+        generated::bpf_get_attach_cookie,
     },
     macros::{map, raw_tracepoint, uprobe, uretprobe},
     maps::{Array, HashMap, PerCpuArray, RingBuf},
@@ -21,8 +22,8 @@ use aya_ebpf::{
     EbpfContext,
 };
 use rtl_common::{
-    config, cookie, counter, AgentBatch, ApiEnter, ApiEnterShort, ApiExit, EventHeader, EventKind, StringEnter,
-    TaskEvent, AGENT_BATCH_MAX, MAX_ARGS, MAX_STACK_ARGS, RINGBUF_BYTES,
+    config, cookie, counter, AgentBatch, ApiEnter, ApiEnterShort, ApiExit, EventHeader, EventKind, ExecEvent,
+    StringEnter, TaskEvent, AGENT_BATCH_MAX, EXEC_ARGS_LEN, MAX_ARGS, MAX_STACK_ARGS, RINGBUF_BYTES,
 };
 
 #[map]
@@ -461,13 +462,77 @@ pub fn task_fork(ctx: RawTracePointContext) -> u32 {
     0
 }
 
-/// sched_process_exec (raw tracepoint). The process image is replaced: its open calls never return.
+/// sched_process_exec (raw tracepoint: `(struct task_struct *p, pid_t old_pid, struct
+/// linux_binprm *bprm)`, in the new image). The process image is replaced: its open calls never
+/// return. What it runs now is read here, while it exists for certain: the path given to exec,
+/// its name, its parent and the start of its new command line (the collector would find the
+/// `/proc` entry of a short-lived process gone). Offsets come from the kernel's BTF; a missing
+/// one leaves its field empty.
 #[raw_tracepoint(tracepoint = "sched_process_exec")]
-pub fn task_exec(_ctx: RawTracePointContext) -> u32 {
+pub fn task_exec(ctx: RawTracePointContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
-    if traced((pid_tgid >> 32) as u32) {
-        task_event(EventKind::Exec, pid_tgid, 0);
+    if !traced((pid_tgid >> 32) as u32) {
+        return 0;
     }
+    let Some(mut slot) = EVENTS.reserve::<ExecEvent>(0) else {
+        bump(counter::RINGBUF_DROPS);
+        return 0;
+    };
+    let ev = slot.as_mut_ptr();
+    let bprm: u64 = ctx.arg(2);
+    // SAFETY: exclusively owned reserved slot; kernel reads are checked and at BTF offsets; the
+    // user read of the command line is bounded by the buffer.
+    unsafe {
+        (*ev).hdr = header(EventKind::Exec, 0, pid_tgid);
+        (*ev).ppid = 0;
+        (*ev).args_len = 0;
+        (*ev).args_total = 0;
+        (*ev)._pad = 0;
+        (*ev).comm = aya_ebpf::helpers::bpf_get_current_comm().unwrap_or([0; 16]);
+        (*ev).filename[0] = 0;
+        (*ev).args[0] = 0;
+        let fname_off = cfg(config::BINPRM_FILENAME_OFF);
+        if fname_off != 0 && bprm != 0 {
+            if let Ok(p) = bpf_probe_read_kernel((bprm as *const u8).add(fname_off as usize) as *const u64) {
+                if p != 0 && bpf_probe_read_kernel_str_bytes(p as *const u8, &mut (*ev).filename).is_err() {
+                    (*ev).filename[0] = 0;
+                }
+            }
+        }
+        let task = bpf_get_current_task() as *const u8;
+        let (parent_off, tgid_off) = (cfg(config::TASK_REAL_PARENT_OFF), cfg(config::TASK_TGID_OFF));
+        if parent_off != 0 && tgid_off != 0 {
+            if let Ok(parent) = bpf_probe_read_kernel(task.add(parent_off as usize) as *const u64) {
+                if parent != 0 {
+                    let tgid = bpf_probe_read_kernel((parent as *const u8).add(tgid_off as usize) as *const i32).unwrap_or(0);
+                    (*ev).ppid = if tgid > 0 { tgid as u32 } else { 0 };
+                }
+            }
+        }
+        let (mm_off, start_off, end_off) = (cfg(config::TASK_MM_OFF), cfg(config::MM_ARG_START_OFF), cfg(config::MM_ARG_END_OFF));
+        if mm_off != 0 && start_off != 0 && end_off != 0 {
+            let mm = bpf_probe_read_kernel(task.add(mm_off as usize) as *const u64).unwrap_or(0);
+            if mm != 0 {
+                let m = mm as *const u8;
+                let start = bpf_probe_read_kernel(m.add(start_off as usize) as *const u64).unwrap_or(0);
+                let end = bpf_probe_read_kernel(m.add(end_off as usize) as *const u64).unwrap_or(0);
+                if start != 0 && end > start {
+                    let total = end - start;
+                    (*ev).args_total = if total > u32::MAX as u64 { u32::MAX } else { total as u32 };
+                    // Never past arg_end: the environment follows the arguments.
+                    let n = (total as usize) & (EXEC_ARGS_LEN * 2 - 1);
+                    let n = if n > EXEC_ARGS_LEN || total > EXEC_ARGS_LEN as u64 { EXEC_ARGS_LEN } else { n };
+                    let dst = (*ev).args.as_mut_ptr() as *mut core::ffi::c_void;
+                    if aya_ebpf::helpers::generated::bpf_probe_read_user(dst, n as u32, start as *const _) == 0 {
+                        (*ev).args_len = n as u32;
+                    }
+                }
+            }
+        }
+    }
+    // Rare: wake the collector now.
+    const BPF_RB_FORCE_WAKEUP: u64 = 2;
+    slot.submit(BPF_RB_FORCE_WAKEUP);
     0
 }
 

@@ -99,6 +99,10 @@ pub enum Command {
         /// Process to trace: -p 1 -p 2, or -p 1,2. Its HIP library is found in /proc/PID/maps.
         #[arg(short = 'p', long = "pid", required = true, value_name = "PID", value_delimiter = ',')]
         pids: Vec<u32>,
+        /// Keep tracing after every PID has exited, until Ctrl-C or --duration (by default the
+        /// session stops, and says so, when the last one exits).
+        #[arg(long)]
+        keep_waiting: bool,
         #[command(flatten)]
         trace: TraceOpts,
     },
@@ -107,6 +111,10 @@ pub enum Command {
     Run {
         #[command(flatten)]
         trace: TraceOpts,
+        /// Run the command as root. By default, under sudo, it runs as the user who ran sudo
+        /// (SUDO_UID, SUDO_GID, their groups, HOME, USER and LOGNAME), like `sudo -u USER CMD`.
+        #[arg(long)]
+        as_root: bool,
         /// The command and its arguments (after `--`).
         #[arg(required = true, last = true, value_name = "CMD")]
         cmd: Vec<String>,
@@ -226,6 +234,14 @@ pub struct TraceOpts {
     /// ../lib/rtl-ebpf/librtl_agent.so from the binary's directory, where packages install it).
     #[arg(long, value_name = "PATH")]
     pub agent: Option<PathBuf>,
+
+    /// `attach --keep-waiting` (set by the subcommand).
+    #[arg(skip)]
+    pub keep_waiting: bool,
+
+    /// `run --as-root` (set by the subcommand).
+    #[arg(skip)]
+    pub as_root: bool,
 }
 
 /// Longest `--duration`: a year (a bound, so that the deadline can always be computed).

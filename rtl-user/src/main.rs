@@ -55,8 +55,14 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             write!(stdout, "{}", Cli::command().render_help())?;
             2
         }
-        Some(Command::Attach { pids, trace: opts }) => trace(Mode::Pids(pids), &opts)?,
-        Some(Command::Run { trace: opts, cmd }) => trace(Mode::Run(cmd), &opts)?,
+        Some(Command::Attach { pids, keep_waiting, trace: mut opts }) => {
+            opts.keep_waiting = keep_waiting;
+            trace(Mode::Pids(pids), &opts)?
+        }
+        Some(Command::Run { trace: mut opts, as_root, cmd }) => {
+            opts.as_root = as_root;
+            trace(Mode::Run(cmd), &opts)?
+        }
         Some(Command::Summary { trace, json, html, top }) => {
             let opts = read::SummaryOptions { json, html, top };
             read::summary(&trace, &opts, &mut stdout)?;

@@ -24,8 +24,11 @@ use crate::collect::spool::{Chunk, Spool, SpoolOptions};
 use crate::error::Fatal;
 use crate::join::rows::Row;
 use crate::join::Joiner;
-use crate::probe::library::{self, LibKind, LibraryFile, Runtime};
+use crate::probe::library::{LibKind, LibraryFile, Runtime};
 use crate::probe::loader::{Detached, LoadOptions, Probes};
+use crate::probe::scan::{Find, Scanner};
+use crate::pid_watch::PidWatch;
+use crate::run_as::RunAs;
 use crate::trace::writer::{TraceWriter, WriterStats};
 use crate::{clock, report};
 
@@ -58,7 +61,8 @@ const SPOOL_MEM_BYTES: u64 = 64 << 20;
 
 pub(crate) fn say(msg: impl AsRef<str>) {
     // Never eprintln!: it panics when stderr is gone (a closed pipe, a hung-up terminal), and
-    // a message must not end a trace.
+    // a message must not end a trace. Messages name files, kernels and processes other users
+    // chose: `term` escapes their control characters.
     crate::term::message(msg.as_ref());
 }
 
@@ -111,55 +115,70 @@ pub fn run(mode: Mode, opts: &TraceOpts) -> Result<Outcome> {
         crate::probe::loader::check_library_path(lib)?;
     }
     // The libraries to probe at start, and the pids to trace.
+    // `attach --pid`: the session ends when they have all exited (unless --keep-waiting).
+    let watch = match &mode {
+        Mode::Pids(p) => Some(PidWatch::open(p)?),
+        _ => None,
+    };
+    // `run`: under sudo the command runs as the user who ran sudo, unless --as-root.
+    let run_as = match &mode {
+        Mode::Run(_) if !opts.as_root => RunAs::invoking_user()?,
+        _ => None,
+    };
     let (pids, child_env_ld) = match &mode {
-        Mode::Pids(p) => {
-            for &pid in p {
-                if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
-                    return Err(anyhow!(Fatal::NoProcess(format!("no process with PID {pid}"))));
-                }
-            }
-            (p.clone(), None)
-        }
+        Mode::Pids(p) => (p.clone(), None),
         Mode::All => (Vec::new(), None),
         Mode::Run(_) => (Vec::new(), std::env::var("LD_LIBRARY_PATH").ok()),
     };
-    let mut libs: Vec<LibraryFile> = Vec::new();
-    match &mode {
-        Mode::Pids(p) => {
-            for &pid in p {
-                let found = library::mapped_by(pid).map_err(|e| anyhow!(Fatal::NoProcess(format!("PID {pid}: {e:#}"))))?;
-                if !found.iter().any(|l| l.kind == opts.runtime.primary()) && opts.libs.is_empty() {
-                    return Err(anyhow!(Fatal::NoProcess(format!(
-                        "PID {pid} maps no {} (not a {} process, or it has not loaded the runtime yet); pass --lib PATH to probe a library anyway",
-                        opts.runtime.library_name(),
-                        runtime_name(opts.runtime),
-                    ))));
-                }
-                if opts.gpu != "none" && !found.iter().any(|l| l.kind == LibKind::Agent) {
-                    say(format!(
-                        "PID {pid} has no rtl-ebpf agent loaded: its trace will have API calls but no GPU times \
-                         (start it with LD_PRELOAD=<dir>/librtl_agent.so to get them; docs/tracing.md)"
-                    ));
-                }
-                libs.extend(found);
-            }
-            libs.extend(
-                library::installed_for(opts.runtime, None, &opts.libs, None)
-                    .into_iter()
-                    .filter(|l| opts.libs.contains(&l.path)),
-            );
-        }
-        Mode::All => {
-            libs.extend(library::installed_for(opts.runtime, None, &opts.libs, None));
-            libs.extend(library::mapped_anywhere());
-        }
-        Mode::Run(cmd) => libs.extend(library::installed_for(
-            opts.runtime,
-            child_env_ld.as_deref(),
-            &opts.libs,
-            cmd.first().map(String::as_str),
-        )),
+    // Libraries are found and read on the scanner's worker thread, each step under a time
+    // limit: a process or file another user controls cannot hold the session up.
+    let mut scanner = Scanner::start()?;
+    let mut notices = Vec::new();
+    let extra: Vec<LibraryFile> = opts
+        .libs
+        .iter()
+        .filter_map(|p| LibraryFile::open(p.clone(), p.display().to_string(), LibKind::of(p).unwrap_or(opts.runtime.primary())).ok())
+        .collect();
+    let finds = match &mode {
+        Mode::Pids(p) => vec![Find::Mapped { pids: p.clone(), with_loader: false }, Find::Opened(extra)],
+        Mode::All => vec![
+            Find::Installed { runtime: opts.runtime, ld_library_path: None, extra: opts.libs.clone(), command: None },
+            Find::Anywhere,
+        ],
+        Mode::Run(cmd) => vec![Find::Installed {
+            runtime: opts.runtime,
+            ld_library_path: child_env_ld.clone(),
+            extra: opts.libs.clone(),
+            command: cmd.first().cloned(),
+        }],
+    };
+    let found = scanner.run_blocking(finds, &mut notices);
+    for n in notices.drain(..).chain(found.errors) {
+        say(n);
     }
+    if let Mode::Pids(p) = &mode {
+        for &pid in p {
+            let kinds = match found.mapped.iter().find(|(q, _)| *q == pid) {
+                Some((_, Ok(k))) => k,
+                Some((_, Err(e))) => return Err(anyhow!(Fatal::NoProcess(format!("PID {pid}: {e}")))),
+                None => return Err(anyhow!(Fatal::NoProcess(format!("PID {pid}: its libraries could not be read")))),
+            };
+            if !kinds.contains(&opts.runtime.primary()) && opts.libs.is_empty() {
+                return Err(anyhow!(Fatal::NoProcess(format!(
+                    "PID {pid} maps no {} (not a {} process, or it has not loaded the runtime yet); pass --lib PATH to probe a library anyway",
+                    opts.runtime.library_name(),
+                    runtime_name(opts.runtime),
+                ))));
+            }
+            if opts.gpu != "none" && !kinds.contains(&LibKind::Agent) {
+                say(format!(
+                    "PID {pid} has no rtl-ebpf agent loaded: its trace will have API calls but no GPU times \
+                     (start it with LD_PRELOAD=<dir>/librtl_agent.so to get them; docs/tracing.md)"
+                ));
+            }
+        }
+    }
+    let mut libs: Vec<LibraryFile> = found.libs;
 
     let mut writer = TraceWriter::create(&opts.output, opts.force)?;
     let clock = clock::ClockPair::now();
@@ -195,9 +214,13 @@ pub fn run(mode: Mode, opts: &TraceOpts) -> Result<Outcome> {
         (Mode::Run(_), _) => Some(find_agent(opts)?),
     };
     if let Some(a) = &agent {
-        libs.push(LibraryFile::open(a.clone(), a.display().to_string(), LibKind::Agent)?);
+        let lib = LibraryFile::open(a.clone(), a.display().to_string(), LibKind::Agent)?;
+        let found = scanner.run_blocking(vec![Find::Opened(vec![lib])], &mut notices);
+        for n in notices.drain(..).chain(found.errors) {
+            say(n);
+        }
+        libs.extend(found.libs);
     }
-    let libs = library::dedup(libs);
     let mut probes = Probes::load(
         &LoadOptions {
             ringbuf_bytes: opts.buffer_mb << 20,
@@ -275,12 +298,13 @@ pub fn run(mode: Mode, opts: &TraceOpts) -> Result<Outcome> {
     // `run`: start the command now that the probes are in place.
     let child = match &mode {
         Mode::Run(cmd) => {
-            let env = child_env(agent.as_deref(), &opts.gpu, opts.runtime);
-            let c = spawn_held(cmd, &env)?;
+            let env = child_env(agent.as_deref(), &opts.gpu, opts.runtime, run_as.as_ref());
+            let c = spawn_held(cmd, &env, run_as.as_ref())?;
             let pid = c.pid;
             probes.trace_pid(pid as u32)?;
             c.release()?;
-            say(format!("started `{}` as PID {pid}", cmd.join(" ")));
+            let user = run_as.as_ref().map_or_else(|| " as root".to_string(), |u| format!(" as user {} (uid {})", u.name, u.uid));
+            say(format!("started `{}` as PID {pid}{user}", cmd.join(" ")));
             Some(pid)
         }
         _ => None,
@@ -295,7 +319,7 @@ pub fn run(mode: Mode, opts: &TraceOpts) -> Result<Outcome> {
         let _in_rt = rt.enter();
         LoaderStops::new(probes.take_loader_events()?)?
     };
-    let result = rt.block_on(event_loop(&mut probes, &mut spool, &mut stops, signals, &mut joiner, &tx, &mode, opts, child));
+    let result = rt.block_on(event_loop(&mut probes, &mut spool, &mut stops, &mut scanner, watch, signals, &mut joiner, &tx, &mode, opts, child));
     // Nothing is stopped from here on; whatever the loop did not get to is continued now.
     if let Err(e) = probes.quiesce() {
         say(format!("could not quiesce the probes: {e:#}"));
@@ -330,6 +354,8 @@ pub fn run(mode: Mode, opts: &TraceOpts) -> Result<Outcome> {
     joiner.finish(&mut rows);
     let _ = tx.blocking_send(WriterMsg::Rows(rows));
     let g = joiner.gpu.stats.clone();
+    let (agent_names, kernel_names) = (crate::join::strings::agent_pool().counters(), joiner.kernel_names.counters());
+    use std::sync::atomic::Ordering::Relaxed;
     let drops = probes.drops();
     let per_cpu = probes.counter_per_cpu(rtl_common::counter::RINGBUF_DROPS).unwrap_or_default();
     let meta = [
@@ -375,6 +401,19 @@ pub fn run(mode: Mode, opts: &TraceOpts) -> Result<Outcome> {
         ("collector_wall_s", format!("{:.3}", t_session.elapsed().as_secs_f64())),
         ("collector_cpu_s", format!("{:.3}", self_cpu_seconds())),
         ("collector_peak_rss_kb", peak_rss_kb().to_string()),
+        // Bounds on what other users' processes and files can make the collector hold or do.
+        ("library_scan_stalls", scanner.stats.stalls.to_string()),
+        ("library_files_refused", scanner.stats.files_refused.to_string()),
+        ("agent_strings_refused", agent_names.refused.load(Relaxed).to_string()),
+        ("agent_strings_peak_bytes", agent_names.peak_bytes.load(Relaxed).to_string()),
+        ("kernel_names_refused", kernel_names.refused.load(Relaxed).to_string()),
+        ("kernel_names_peak_bytes", kernel_names.peak_bytes.load(Relaxed).to_string()),
+        ("names_demangled_cut", (agent_names.demangled_cut.load(Relaxed) + kernel_names.demangled_cut.load(Relaxed)).to_string()),
+        ("names_truncated", (agent_names.truncated.load(Relaxed) + kernel_names.truncated.load(Relaxed)).to_string()),
+        ("processes_named_at_exec", joiner.proc_info.stats.from_exec.to_string()),
+        ("processes_named_from_proc", joiner.proc_info.stats.from_proc.to_string()),
+        ("exec_records_not_kept", joiner.proc_info.stats.execs_not_kept.to_string()),
+        ("cmdline_read_stalls", joiner.proc_info.stats.cmdline_stalls.to_string()),
     ];
     for (t, v) in meta {
         let _ = tx.blocking_send(WriterMsg::Meta(t.into(), v));
@@ -459,11 +498,12 @@ fn attach_one(probes: &mut Probes, lib: &LibraryFile, msgs: &mut Vec<WriterMsg>)
     match probes.attach_library(lib) {
         Ok(Some(r)) => {
             let miss = if r.missing.is_empty() { String::new() } else { format!("; not exported there: {}", r.missing.join(", ")) };
-            say(format!("attached {} probes to {} (dev {:#x}, inode {}){miss}", r.probed, r.library, r.dev, r.ino));
+            // A path is another user's choice: one line, whatever it holds.
+            say(format!("attached {} probes to {} (dev {:#x}, inode {}){miss}", r.probed, crate::term::escape(&r.library), r.dev, r.ino));
             msgs.push(WriterMsg::Library { path: r.library, dev: r.dev, ino: r.ino, probes: r.probed, missing: r.missing });
         }
         Ok(None) => {}
-        Err(e) => say(format!("skipping {}: {e:#}", lib.display)),
+        Err(e) => say(crate::term::escape(&format!("skipping {}: {e:#}", lib.display))),
     }
 }
 
@@ -472,6 +512,8 @@ async fn event_loop(
     probes: &mut Probes,
     spool: &mut Spool,
     stops: &mut LoaderStops,
+    scanner: &mut Scanner,
+    mut watch: Option<PidWatch>,
     signals: Signals,
     joiner: &mut Joiner,
     tx: &Sender<WriterMsg>,
@@ -516,9 +558,14 @@ async fn event_loop(
                 let mut pids: Vec<u32> = stopped.iter().map(|s| s.pid).collect();
                 pids.sort_unstable();
                 pids.dedup();
-                let found: Vec<LibraryFile> = pids.iter().filter_map(|&p| library::mapped_by_with_loader(p).ok()).flatten().collect();
+                // The processes wait for this: a blocking scan (bounded by the scanner's limit).
+                let mut notices = Vec::new();
+                let found = scanner.run_blocking(vec![Find::Mapped { pids, with_loader: true }], &mut notices);
+                for n in notices.into_iter().chain(found.errors) {
+                    say(n);
+                }
                 let mut msgs = Vec::new();
-                for lib in library::dedup(found) {
+                for lib in found.libs {
                     if !probes.is_attached(&lib) {
                         attach_one(probes, &lib, &mut msgs);
                     }
@@ -527,6 +574,28 @@ async fn event_loop(
                 for s in stopped {
                     stops.resume(s);
                 }
+                for m in msgs {
+                    let _ = tx.send(m).await;
+                }
+            }
+            found = scanner.next(), if stopping.is_none() => {
+                // Library copies that appeared since the last scan (a new venv, a dlopen, a
+                // container), already inspected by the scanner: only the kernel work is left.
+                for e in found.errors {
+                    say(e);
+                }
+                let mut msgs = Vec::new();
+                for lib in found.libs {
+                    if !probes.is_attached(&lib) {
+                        attach_one(probes, &lib, &mut msgs);
+                    }
+                }
+                if !msgs.is_empty() {
+                    // GPU records of a profiler session begun before these probes are not
+                    // numbered against their calls.
+                    joiner.gpu.note_probes_attached(clock::ClockPair::now().monotonic_ns.max(0) as u64);
+                }
+                joiner.sync_table(&probes.table);
                 for m in msgs {
                     let _ = tx.send(m).await;
                 }
@@ -571,17 +640,24 @@ async fn event_loop(
                     if let Some(c) = child {
                         if let Some(code) = reap(c) { child_exit = Some(code); stop_reason = Some("command exited"); }
                     }
-                    if last_rescan.elapsed() >= Duration::from_secs(1) {
-                        last_rescan = Instant::now();
-                        let msgs = rescan(probes, mode, &tracked);
-                        if !msgs.is_empty() {
-                            joiner.gpu.note_probes_attached(clock::ClockPair::now().monotonic_ns.max(0) as u64);
+                    if let Some(w) = watch.as_mut() {
+                        for pid in w.newly_exited() {
+                            say(format!("PID {pid} exited"));
+                            if w.all_exited() && opts.keep_waiting {
+                                say("every traced process exited; still tracing (--keep-waiting): Ctrl-C or --duration stops");
+                            }
                         }
-                        for m in msgs {
-                            let _ = tx.send(m).await;
+                        if w.all_exited() && !opts.keep_waiting {
+                            stop_reason = Some("every traced process exited");
                         }
-                        joiner.sync_table(&probes.table);
                     }
+                    if last_rescan.elapsed() >= Duration::from_secs(1) && !scanner.busy() {
+                        last_rescan = Instant::now();
+                        scanner.submit(rescan_finds(mode, &tracked));
+                    }
+                }
+                if let Some(n) = scanner.check() {
+                    say(n);
                 }
                 // A record lost from the ring buffer may be a call a GPU lane counts on: the lanes'
                 // numbering is re-established from the records' times.
@@ -728,8 +804,14 @@ fn find_agent(opts: &TraceOpts) -> Result<PathBuf> {
 
 /// The command's environment: ours, with the agent appended to LD_PRELOAD (never replacing what
 /// the user set) and the GPU source chosen.
-fn child_env(agent: Option<&std::path::Path>, gpu: &str, runtime: Runtime) -> Vec<CString> {
+fn child_env(agent: Option<&std::path::Path>, gpu: &str, runtime: Runtime, run_as: Option<&RunAs>) -> Vec<CString> {
     let mut vars: Vec<(String, String)> = std::env::vars().collect();
+    if let Some(u) = run_as {
+        for (k, v) in u.env() {
+            vars.retain(|(n, _)| n != k);
+            vars.push((k.to_string(), v));
+        }
+    }
     if let Some(a) = agent {
         let a = a.display().to_string();
         let set = |vars: &mut Vec<(String, String)>, k: &str, sep: char| {
@@ -762,21 +844,13 @@ fn child_env(agent: Option<&std::path::Path>, gpu: &str, runtime: Runtime) -> Ve
     vars.into_iter().filter_map(|(k, v)| CString::new(format!("{k}={v}")).ok()).collect()
 }
 
-/// Looks for library copies that appeared since the last scan (a new venv, a dlopen, a
-/// container) and attaches to them; returns what to record.
-fn rescan(probes: &mut Probes, mode: &Mode, tracked: &HashSet<u32>) -> Vec<WriterMsg> {
-    let found: Vec<LibraryFile> = match mode {
-        Mode::All => library::mapped_anywhere(),
-        Mode::Run(_) => tracked.iter().filter_map(|&p| library::mapped_by_with_loader(p).ok()).flatten().collect(),
-        Mode::Pids(_) => tracked.iter().filter_map(|&p| library::mapped_by(p).ok()).flatten().collect(),
-    };
-    let mut msgs = Vec::new();
-    for lib in library::dedup(found) {
-        if !probes.is_attached(&lib) {
-            attach_one(probes, &lib, &mut msgs);
-        }
+/// Where a rescan looks for library copies that appeared since the last one.
+fn rescan_finds(mode: &Mode, tracked: &HashSet<u32>) -> Vec<Find> {
+    match mode {
+        Mode::All => vec![Find::Anywhere],
+        Mode::Run(_) => vec![Find::Mapped { pids: tracked.iter().copied().collect(), with_loader: true }],
+        Mode::Pids(_) => vec![Find::Mapped { pids: tracked.iter().copied().collect(), with_loader: false }],
     }
-    msgs
 }
 
 /// A forked child held before exec until the probes are ready for it.
@@ -792,7 +866,7 @@ impl HeldChild {
     }
 }
 
-fn spawn_held(cmd: &[String], env: &[CString]) -> Result<HeldChild> {
+fn spawn_held(cmd: &[String], env: &[CString], run_as: Option<&RunAs>) -> Result<HeldChild> {
     let mut envp: Vec<*const libc::c_char> = env.iter().map(|e| e.as_ptr()).collect();
     envp.push(std::ptr::null());
     let argv: Vec<CString> =
@@ -804,7 +878,8 @@ fn spawn_held(cmd: &[String], env: &[CString]) -> Result<HeldChild> {
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
         return Err(std::io::Error::last_os_error()).context("pipe");
     }
-    // SAFETY: the child only calls async-signal-safe functions (read, close, execvp, write, _exit).
+    // SAFETY: the child only calls async-signal-safe functions (read, close, setgroups, setgid,
+    // setuid, execvp, write, _exit).
     let pid = unsafe { libc::fork() };
     if pid < 0 {
         return Err(std::io::Error::last_os_error()).context("fork");
@@ -816,6 +891,13 @@ fn spawn_held(cmd: &[String], env: &[CString]) -> Result<HeldChild> {
             let n = libc::read(fds[0], (&mut b as *mut u8).cast(), 1);
             if n != 1 {
                 libc::_exit(127);
+            }
+            if let Some(u) = run_as {
+                if !u.become_in_child() {
+                    let msg = b"rtl-ebpf: cannot switch to the invoking user (setgroups/setgid/setuid failed)\n";
+                    libc::write(2, msg.as_ptr().cast(), msg.len());
+                    libc::_exit(127);
+                }
             }
             libc::execvpe(argv_ptrs[0], argv_ptrs.as_ptr(), envp.as_ptr());
             let msg = b"rtl-ebpf: cannot execute the command\n";

@@ -122,7 +122,7 @@ fn cli_durations_pids_and_their_forms() {
     }
     let cli = Cli::try_parse_from(["rtl-ebpf", "attach", "-p", "10,11", "--pid", "12", "--duration", "2m", "-q"]).unwrap();
     match cli.command {
-        Some(Sub::Attach { pids, trace }) => {
+        Some(Sub::Attach { pids, trace, .. }) => {
             assert_eq!(pids, vec![10, 11, 12]);
             assert_eq!(trace.duration, Some(120.0));
             assert!(trace.quiet);

@@ -1,7 +1,7 @@
 //! Ring-buffer records -> typed events. Every record is length-checked before it is read;
 //! a record of unknown kind or wrong size is counted, never trusted.
 
-use rtl_common::{AgentBatch, ApiEnter, ApiEnterShort, ApiExit, EventHeader, EventKind, StringEnter, TaskEvent};
+use rtl_common::{AgentBatch, ApiEnter, ApiEnterShort, ApiExit, EventHeader, EventKind, ExecEvent, StringEnter, TaskEvent};
 
 /// One decoded ring-buffer record.
 #[derive(Debug, Clone)]
@@ -13,10 +13,23 @@ pub enum Event {
     ThreadExit(EventHeader),
     /// A thread killed by another thread's exec.
     ExecKill(EventHeader),
-    Exec(EventHeader),
+    /// An exec, with what the kernel read of the new image.
+    Exec(EventHeader, ExecInfo),
     Fork(EventHeader, u32),
     /// Bytes the agent published (only the copied part) and the length it asked for.
     Agent(EventHeader, Vec<u8>, u32),
+}
+
+/// What an exec record says about the new image (empty strings where the kernel could not read).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExecInfo {
+    pub ppid: Option<u32>,
+    /// The task name (`comm`).
+    pub comm: String,
+    /// The path given to exec.
+    pub filename: String,
+    /// The command line, arguments joined by spaces, " ..." when cut.
+    pub cmdline: String,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -56,7 +69,23 @@ pub fn decode(b: &[u8]) -> Result<Event, DecodeError> {
         EventKind::ExecKill => Event::ExecKill(hdr),
         // Only ever in the LOADER_EVENTS buffer (collect/loader_stops.rs), never in EVENTS.
         EventKind::LoaderStop => return Err(DecodeError::UnknownKind(hdr.kind)),
-        EventKind::Exec => Event::Exec(hdr),
+        EventKind::Exec => {
+            let e: ExecEvent = read(b).ok_or_else(wrong)?;
+            let cstr = |v: &[u8]| {
+                let n = v.iter().position(|&c| c == 0).unwrap_or(v.len());
+                String::from_utf8_lossy(&v[..n]).into_owned()
+            };
+            let n = (e.args_len as usize).min(e.args.len());
+            Event::Exec(
+                hdr,
+                ExecInfo {
+                    ppid: (e.ppid != 0).then_some(e.ppid),
+                    comm: cstr(&e.comm),
+                    filename: cstr(&e.filename),
+                    cmdline: crate::join::proc_info::join_args(&e.args[..n], e.args_total as usize > n),
+                },
+            )
+        }
         EventKind::Fork => {
             let t: TaskEvent = read(b).ok_or_else(wrong)?;
             Event::Fork(hdr, t.child_tgid)

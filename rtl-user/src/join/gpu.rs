@@ -40,6 +40,7 @@ use rtl_common::agent::{self, ClockDomain, GpuOp, OpKind, Record, Source, Status
 
 use super::rows::{ApiRow, CallStatus, LinkKind, MetaRow, OpRow, RtlApiRow, Row};
 use super::sequence::{Lane, Placement, Query, SequenceStats};
+use super::strings::{name_from_process, NameTable};
 use super::thread_hash::profiler_thread_id;
 
 /// Calls kept per process for matching (GPU-capable calls only).
@@ -113,7 +114,8 @@ type LaneKey = (u64, Arc<str>);
 
 #[derive(Default)]
 struct Process {
-    strings: HashMap<u32, Arc<str>>,
+    /// The agent's strings by id, bounded (`strings.rs`).
+    strings: NameTable<u32>,
     /// realtime - monotonic from the agent's latest clock reading, and its uncertainty.
     clock: Option<(i64, u64)>,
     /// GPU-capable calls in completion order (the time join).
@@ -350,8 +352,9 @@ impl GpuJoiner {
         for rec in batch.records() {
             match rec {
                 Record::String(s) => {
-                    let text = crate::join::demangle(&String::from_utf8_lossy(s.bytes));
-                    self.procs.entry(pid).or_default().strings.insert(s.id, Arc::from(text.as_str()));
+                    let p = self.procs.entry(pid).or_default();
+                    let text = name_from_process(&String::from_utf8_lossy(s.bytes), p.strings.counters());
+                    p.strings.insert(s.id, text);
                 }
                 Record::ClockSync(c) => {
                     let off = c.realtime_ns as i64 - c.monotonic_ns as i64;
@@ -781,22 +784,44 @@ impl GpuJoiner {
     /// Folds the agents' latest counters into the stats and the trace's metadata (call at the
     /// end).
     pub fn finish_counters(&mut self, out: &mut Vec<Row>) {
-        for p in self.procs.values() {
-            if let Some(c) = p.counters {
-                self.stats.agent_dropped += c.dropped_queue_full;
-                self.stats.agent_ops_seen += c.gpu_ops_seen;
-                self.stats.graph_batches_skipped += c.graph_batches_skipped;
-                self.stats.graph_spans += c.graph_spans;
-                self.stats.barriers_untimed += c.barriers_untimed;
-                self.stats.other_packets += c.other_packets;
-            }
+        let procs = std::mem::take(&mut self.procs);
+        for p in procs.values() {
+            self.fold_counters(p);
         }
+        self.procs = procs;
         for (tag, v) in [
             ("agent_graph_spans", self.stats.graph_spans),
             ("agent_barriers_untimed", self.stats.barriers_untimed),
             ("agent_other_packets", self.stats.other_packets),
         ] {
             out.push(Row::Meta(MetaRow { tag: tag.into(), value: v.to_string() }));
+        }
+    }
+
+    /// A process exited: its agent's latest counters go into the stats and its state is freed
+    /// (state kept for every process that ever ran would grow without bound).
+    /// Its records still waiting for their lane's numbering are decided now, by time within
+    /// their lane (no later call can number them).
+    pub fn process_exited(&mut self, pid: u32, next_id: &mut dyn FnMut() -> i64, out: &mut Vec<Row>) {
+        let mut recs: Vec<u64> = self.parked.keys().filter(|k| k.0 == pid).map(|k| k.1).collect();
+        recs.sort_unstable();
+        for rec in recs {
+            self.give_up_parked(pid, rec, next_id, out);
+        }
+        self.parked_order.retain(|&(_, p, _)| p != pid);
+        if let Some(p) = self.procs.remove(&pid) {
+            self.fold_counters(&p);
+        }
+    }
+
+    fn fold_counters(&mut self, p: &Process) {
+        if let Some(c) = p.counters {
+            self.stats.agent_dropped += c.dropped_queue_full;
+            self.stats.agent_ops_seen += c.gpu_ops_seen;
+            self.stats.graph_batches_skipped += c.graph_batches_skipped;
+            self.stats.graph_spans += c.graph_spans;
+            self.stats.barriers_untimed += c.barriers_untimed;
+            self.stats.other_packets += c.other_packets;
         }
     }
 }

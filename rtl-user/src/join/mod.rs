@@ -11,8 +11,10 @@ pub mod args;
 pub mod calls;
 pub mod gpu;
 pub mod markers;
+pub mod proc_info;
 pub mod rows;
 pub mod sequence;
+pub mod strings;
 pub mod thread_hash;
 
 use std::collections::HashMap;
@@ -43,9 +45,20 @@ pub struct Joiner {
     described: Vec<bool>,
     pairer: CallPairer,
     markers: markers::Markers,
-    /// (pid, host stub or function handle) -> kernel name.
-    kernel_names: HashMap<(u32, u64), String>,
+    /// (pid, host stub or function handle) -> kernel name, bounded, shared across forks.
+    pub kernel_names: strings::KernelNames,
+    /// Processes that exited since the last [`Joiner::retry_gpu`] (pid, when): their state is
+    /// freed from there.
+    exited: Vec<(u32, u64)>,
+    /// Processes gone whose GPU-join state is freed once [`GPU_STATE_GRACE_NS`] has passed (their
+    /// operations still waiting are decided by then).
+    gpu_exited: std::collections::VecDeque<(u32, u64)>,
+    /// Processes whose main thread exited but that are not gone yet (still exiting, or other
+    /// threads run on), with the exit time.
+    main_exited: HashMap<u32, u64>,
     processes: HashMap<u32, ProcessRow>,
+    /// How processes are named: exec records, else /proc.
+    pub proc_info: proc_info::ProcReader,
     pub stats: JoinStats,
     last_ts: u64,
     calls: Vec<Call>,
@@ -64,8 +77,12 @@ impl Joiner {
             described: Vec::new(),
             pairer: CallPairer::new(),
             markers: markers::Markers::default(),
-            kernel_names: HashMap::new(),
+            kernel_names: strings::KernelNames::default(),
+            exited: Vec::new(),
+            gpu_exited: std::collections::VecDeque::new(),
+            main_exited: HashMap::new(),
             processes: HashMap::new(),
+            proc_info: proc_info::ProcReader::default(),
             stats: JoinStats::default(),
             last_ts: 0,
             calls: Vec::new(),
@@ -122,11 +139,15 @@ impl Joiner {
                 self.calls = calls;
                 let (pid, tid) = ((h.pid_tgid >> 32) as u32, h.pid_tgid as u32);
                 if pid == tid {
-                    if let Some(p) = self.processes.get_mut(&pid) {
+                    // Its final row now; nothing of it is kept (a process table that only grows
+                    // would hold every process a node ever ran).
+                    if let Some(mut p) = self.processes.remove(&pid) {
                         p.exited = true;
                         p.last_ns = h.ts_ns;
-                        out.push(Row::Process(p.clone()));
+                        out.push(Row::Process(p));
                     }
+                    self.proc_info.forget(pid);
+                    self.exited.push((pid, h.ts_ns));
                 }
             }
             Event::ExecKill(h) => {
@@ -137,20 +158,29 @@ impl Joiner {
                 self.emit(&mut calls, out);
                 self.calls = calls;
             }
-            Event::Exec(h) => {
+            Event::Exec(h, info) => {
                 let pid = (h.pid_tgid >> 32) as u32;
                 let mut calls = std::mem::take(&mut self.calls);
                 self.pairer.close_process(pid, h.ts_ns, CallStatus::Exec, &mut calls);
                 self.emit(&mut calls, out);
                 self.calls = calls;
                 // The image changed: its kernel registrations are gone, its command line is new.
-                self.kernel_names.retain(|(p, _), _| *p != pid);
+                self.kernel_names.forget(pid);
                 self.gpu.forget_process(pid);
+                // What it runs now, as the kernel saw it at the exec (the process may be gone
+                // before /proc could be read).
+                let info = proc_info::ProcInfo {
+                    exe: if info.filename.is_empty() { info.comm } else { info.filename },
+                    cmdline: info.cmdline,
+                    ppid: info.ppid,
+                };
                 if let Some(p) = self.processes.get_mut(&pid) {
-                    let (exe, cmdline) = read_proc(pid);
-                    p.exe = exe;
-                    p.cmdline = cmdline;
+                    p.exe = info.exe;
+                    p.cmdline = info.cmdline;
+                    p.ppid = info.ppid.or(p.ppid);
                     out.push(Row::Process(p.clone()));
+                } else {
+                    self.proc_info.at_exec(pid, info);
                 }
             }
             Event::Fork(h, child) => {
@@ -158,14 +188,9 @@ impl Joiner {
                 if child == parent || self.processes.contains_key(&child) {
                     return;
                 }
-                // A forked child inherits its parent's registered kernels (same addresses).
-                let inherited: Vec<((u32, u64), String)> = self
-                    .kernel_names
-                    .iter()
-                    .filter(|((p, _), _)| *p == parent)
-                    .map(|((_, f), n)| ((child, *f), n.clone()))
-                    .collect();
-                self.kernel_names.extend(inherited);
+                // A forked child inherits its parent's registered kernels (same addresses): it
+                // shares the parent's table until it registers one of its own.
+                self.kernel_names.fork(parent, child);
             }
             Event::Agent(h, data, len) => {
                 self.stats.agent_batches += 1;
@@ -195,8 +220,11 @@ impl Joiner {
             p.last_ns = ts;
             return;
         }
-        let (exe, cmdline) = read_proc(pid);
-        let row = ProcessRow { pid, ppid: read_ppid(pid), exe, cmdline, first_ns: ts, last_ns: ts, exited: false };
+        // A new process under a pid whose old process's state waits to be freed: keep it.
+        self.gpu_exited.retain(|&(p, _)| p != pid);
+        self.main_exited.remove(&pid);
+        let info = self.proc_info.describe(pid);
+        let row = ProcessRow { pid, ppid: info.ppid, exe: info.exe, cmdline: info.cmdline, first_ns: ts, last_ns: ts, exited: false };
         out.push(Row::Process(row.clone()));
         self.processes.insert(pid, row);
     }
@@ -236,7 +264,8 @@ impl Joiner {
                 KernelNaming::OutHandle => call.out,
             };
             if let (Some(f), Some(text)) = (kernel_handle, &call.open.text) {
-                self.kernel_names.insert((pid, f), demangle(text));
+                let name = strings::name_from_process(text, self.kernel_names.counters());
+                self.kernel_names.insert(pid, f, name);
             }
             if spec.gpu_work {
                 self.gpu.index_call(
@@ -260,7 +289,7 @@ impl Joiner {
             }
             if let Some(mut k) = d.kernel {
                 if let Some(f) = d.launch_func {
-                    k.name = self.kernel_names.get(&(pid, f)).cloned().unwrap_or_default();
+                    k.name = self.kernel_names.get(pid, f).map(|n| n.to_string()).unwrap_or_default();
                 }
                 out.push(Row::Kernel(k));
             }
@@ -275,6 +304,31 @@ impl Joiner {
         let pairer = &mut self.pairer;
         let mut rows = Vec::new();
         self.gpu.retry_pending(self.last_ts, false, &mut || pairer.alloc_id(), &mut rows);
+        // Processes that exited: their last agent batch came before their exit (the agent
+        // publishes from inside the process), and their operations were just retried.
+        // (A main thread can exit while other threads go on: then the state stays until the
+        // process is gone.)
+        // The exit event is often decoded while the process is still in the kernel's exit
+        // path: one not gone yet is checked again after the next chunk.
+        let mut check = std::mem::take(&mut self.exited);
+        check.extend(self.main_exited.drain());
+        for (pid, ts) in check {
+            if process_gone(pid) {
+                self.kernel_names.forget(pid);
+                self.gpu_exited.push_back((pid, ts));
+            } else {
+                self.main_exited.entry(pid).or_insert(ts);
+            }
+        }
+        // Its GPU-join state goes once every operation of it still waiting has been decided
+        // (the join gives up on a waiting one after a few seconds of trace time).
+        while let Some(&(pid, ts)) = self.gpu_exited.front() {
+            if self.last_ts < ts.saturating_add(GPU_STATE_GRACE_NS) {
+                break;
+            }
+            self.gpu_exited.pop_front();
+            self.gpu.process_exited(pid, &mut || pairer.alloc_id(), &mut rows);
+        }
         self.deferred.extend(rows);
     }
 
@@ -298,22 +352,20 @@ impl Joiner {
 }
 
 
+/// How long (trace time) an exited process's GPU-join state is kept: twice the join's give-up
+/// time for a waiting operation.
+const GPU_STATE_GRACE_NS: u64 = 10_000_000_000;
+
+/// Has process `pid` ended (reaped, or a zombie)? Read from `/proc/PID/stat`, which does not
+/// wait on the process.
+fn process_gone(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return true };
+    // `pid (comm) S ...`: the state follows the last ')' (comm may hold one).
+    let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next());
+    matches!(state, None | Some('Z') | Some('X'))
+}
+
 /// Demangles an Itanium C++ name (bounded: [`crate::probe::demangle`]); other names pass through.
 pub fn demangle(name: &str) -> String {
     crate::probe::demangle::demangle_or_keep(name)
-}
-
-fn read_proc(pid: u32) -> (String, String) {
-    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).map(|p| p.display().to_string()).unwrap_or_default();
-    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))
-        .map(|b| {
-            b.split(|&c| c == 0).filter(|s| !s.is_empty()).map(|s| String::from_utf8_lossy(s)).collect::<Vec<_>>().join(" ")
-        })
-        .unwrap_or_default();
-    (exe, cmdline)
-}
-
-fn read_ppid(pid: u32) -> Option<u32> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    s.lines().find_map(|l| l.strip_prefix("PPid:")).and_then(|v| v.trim().parse().ok())
 }

@@ -154,22 +154,40 @@ impl Btf {
     }
 
     /// Byte offset of a dotted member path in a struct, e.g. ("task_struct", "thread.fsbase").
+    /// Members of anonymous structs and unions (`mm_struct`'s fields live in one) are found
+    /// as if they were the parent's own.
     pub fn member_offset(&self, strukt: &str, path: &str) -> Result<u64> {
         let mut id = self.struct_named(strukt).with_context(|| format!("BTF has no struct {strukt}"))?;
         let mut bits = 0u64;
         for part in path.split('.') {
-            let t = self.types.get(id as usize).context("bad BTF type id")?;
-            let m = self
-                .members(t)
-                .find(|m| self.name(m.name_off) == part.as_bytes())
-                .with_context(|| format!("BTF: no member {part} in {strukt}.{path}"))?;
-            bits += m.bit_offset as u64;
-            id = self.resolve(m.type_id);
+            let (b, t) = self.find_member(id, part.as_bytes(), 0).with_context(|| format!("BTF: no member {part} in {strukt}.{path}"))?;
+            bits += b;
+            id = t;
         }
         if !bits.is_multiple_of(8) {
             bail!("{strukt}.{path} is a bitfield");
         }
         Ok(bits / 8)
+    }
+
+    /// (bit offset, resolved type) of member `name` of struct/union `id`, looking inside
+    /// anonymous members too (depth-limited).
+    fn find_member(&self, id: u32, name: &[u8], depth: u32) -> Option<(u64, u32)> {
+        let t = self.types.get(id as usize)?;
+        if let Some(m) = self.members(t).find(|m| self.name(m.name_off) == name) {
+            return Some((m.bit_offset as u64, self.resolve(m.type_id)));
+        }
+        if depth >= 8 {
+            return None;
+        }
+        self.members(t).filter(|m| m.name_off == 0 || self.name(m.name_off).is_empty()).find_map(|m| {
+            let inner = self.resolve(m.type_id);
+            let k = self.types.get(inner as usize)?.kind;
+            if k != KIND_STRUCT && k != KIND_UNION {
+                return None;
+            }
+            self.find_member(inner, name, depth + 1).map(|(b, t)| (b + m.bit_offset as u64, t))
+        })
     }
 }
 
@@ -191,9 +209,38 @@ pub fn exec_task_offsets() -> Result<(u64, u64)> {
     Ok((btf.member_offset("task_struct", "signal")?, btf.member_offset("signal_struct", "group_exec_task")?))
 }
 
+/// Offsets the exec probe reads (`task_exec`): `task_struct.real_parent`,
+/// `linux_binprm.filename`, `task_struct.mm`, `mm_struct.arg_start` and `mm_struct.arg_end`.
+pub struct ExecOffsets {
+    pub real_parent: u64,
+    pub binprm_filename: u64,
+    pub mm: u64,
+    pub arg_start: u64,
+    pub arg_end: u64,
+}
+
+pub fn exec_offsets() -> Result<ExecOffsets> {
+    let btf = Btf::kernel()?;
+    Ok(ExecOffsets {
+        real_parent: btf.member_offset("task_struct", "real_parent")?,
+        binprm_filename: btf.member_offset("linux_binprm", "filename")?,
+        mm: btf.member_offset("task_struct", "mm")?,
+        arg_start: btf.member_offset("mm_struct", "arg_start")?,
+        arg_end: btf.member_offset("mm_struct", "arg_end")?,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn finds_exec_offsets_on_this_kernel() {
+        let o = exec_offsets().expect("kernel BTF with the exec probe's fields");
+        assert!(o.real_parent > 0 && o.mm > 0 && o.binprm_filename > 0);
+        // arg_start and arg_end are neighbours (unsigned long each) inside mm_struct's anonymous struct.
+        assert_eq!(o.arg_end, o.arg_start + 8);
+    }
 
     #[test]
     fn finds_exec_task_offsets_on_this_kernel() {

@@ -13,6 +13,7 @@ use anyhow::{bail, Context, Result};
 use object::{Object, ObjectSymbol};
 
 use super::symbols::Symbols;
+use super::untrusted::{BoundedFile, ELF_READ_BUDGET};
 
 /// Where a dynamic loader's hook is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,11 +29,17 @@ impl LoaderHook {
     /// Reads the hook of the loader file at `path` (a regular ELF file, already checked by
     /// [`Symbols::read`]).
     pub fn read(path: &Path, syms: &Symbols) -> Result<Self> {
+        let file = super::untrusted::open_for_reading(path)?;
+        Self::read_file(file, syms).with_context(|| path.display().to_string())
+    }
+
+    /// [`LoaderHook::read`] from an open file, reading only its headers and symbol tables.
+    pub fn read_file(file: std::fs::File, syms: &Symbols) -> Result<Self> {
         let Some(offset) = syms.offset("_dl_debug_state") else {
-            bail!("{} does not export _dl_debug_state: not a dynamic loader rtl-ebpf knows", path.display());
+            bail!("it does not export _dl_debug_state: not a dynamic loader rtl-ebpf knows");
         };
-        let data = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-        let file = object::File::parse(&*data).with_context(|| format!("{} is not an ELF file", path.display()))?;
+        let data = BoundedFile::new(file, ELF_READ_BUDGET)?;
+        let file = object::File::parse(&data).context("not an ELF file")?;
         let vaddr = |name: &str| {
             file.dynamic_symbols()
                 .find(|s| s.name().is_ok_and(|n| n.split('@').next() == Some(name)) && s.is_definition())

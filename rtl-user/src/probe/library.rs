@@ -2,16 +2,25 @@
 //!
 //! A uprobe lives on an inode: a probe on `/opt/rocm/lib/libamdhip64.so` does not fire for a
 //! process that maps its own copy from a venv or a container image. So libraries are found by
-//! what processes really map (`/proc/PID/maps`, opened through `/proc/PID/root` so containers
-//! work, through `/proc/PID/map_files` when the file was deleted) and in the usual install
-//! paths, and are deduplicated by (device, inode).
+//! what processes really map (`/proc/PID/maps`, each mapping opened through
+//! `/proc/PID/map_files/RANGE`: the very inode mapped, whatever its path has become since,
+//! whatever mount namespace or name it has) and in the usual install paths, and are
+//! deduplicated by (device, inode). Every file is opened `O_PATH` and must be a regular file
+//! (`untrusted.rs`); its symbols are read by [`inspect`], on the scanner's worker thread.
 
 use std::collections::HashSet;
+use std::ffi::OsStr;
 use std::fs;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::{Context, Result};
+
+use super::dynamic_loader::LoaderHook;
+use super::symbols::Symbols;
+use super::untrusted;
 
 /// What a library file is to us.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -97,27 +106,38 @@ impl LibKind {
 
 /// A library file found on the system or in a process.
 ///
-/// It holds the file open: probes attach through `/proc/self/fd/N`, so the mapping process may
-/// exit, or the file be deleted or replaced, while we attach, and we still probe that inode.
+/// It holds the file open (`O_PATH`): probes attach through `/proc/self/fd/N`, so the mapping
+/// process may exit, or the file be deleted or replaced, while we attach, and we still probe
+/// that inode.
 #[derive(Clone, Debug)]
 pub struct LibraryFile {
-    /// A path this process can open (may go through /proc/PID/root or /proc/PID/map_files).
+    /// The path it was opened by (may go through /proc/PID/map_files).
     pub path: PathBuf,
-    /// The open file; attach through [`LibraryFile::attach_path`].
-    pub file: std::sync::Arc<fs::File>,
+    /// The open file (`O_PATH`); attach through [`LibraryFile::attach_path`].
+    pub file: Arc<fs::File>,
     /// The path as the mapping process sees it (for messages and the trace).
     pub display: String,
     pub kind: LibKind,
     pub dev: u64,
     pub ino: u64,
+    /// What [`inspect`] read from it; probes are attached only to an inspected file.
+    pub inspection: Option<Arc<Inspection>>,
+}
+
+/// What the probes need from a library file, read once per inode.
+#[derive(Debug)]
+pub struct Inspection {
+    pub symbols: Symbols,
+    /// For a dynamic loader: where its `_dl_debug_state` hook is.
+    pub hook: Option<LoaderHook>,
 }
 
 impl LibraryFile {
-    /// Stats `path`; `display` is how to name it.
+    /// Opens `path` (following symlinks) without opening the file itself, and checks it is a
+    /// regular file; `display` is how to name it.
     pub fn open(path: PathBuf, display: String, kind: LibKind) -> Result<Self> {
-        let file = fs::File::open(&path).with_context(|| format!("cannot open {}", path.display()))?;
-        let md = file.metadata().with_context(|| format!("cannot stat {}", path.display()))?;
-        Ok(Self { path, file: std::sync::Arc::new(file), display, kind, dev: md.dev(), ino: md.ino() })
+        let (file, md) = untrusted::open_regular_path(&path)?;
+        Ok(Self { path, file: Arc::new(file), display, kind, dev: md.dev(), ino: md.ino(), inspection: None })
     }
 
     /// The path the kernel resolves to this very inode, whatever happens to the original path.
@@ -129,6 +149,20 @@ impl LibraryFile {
     pub fn key(&self) -> (u64, u64) {
         (self.dev, self.ino)
     }
+}
+
+/// Reads what the probes need from a library file: its symbols (only the ELF tables, within a
+/// budget) and, for a dynamic loader, its hook. May block on a hung file system: the scanner
+/// calls it on its worker thread, under a time limit.
+pub fn inspect(lib: &LibraryFile) -> Result<Inspection> {
+    let f = untrusted::reopen_for_reading(&lib.file).with_context(|| format!("cannot read {}", lib.display))?;
+    let f2 = f.try_clone()?;
+    let symbols = Symbols::read_file(f).with_context(|| format!("{} is not a usable ELF shared library", lib.display))?;
+    let hook = match lib.kind {
+        LibKind::Loader => Some(LoaderHook::read_file(f2, &symbols).with_context(|| lib.display.clone())?),
+        _ => None,
+    };
+    Ok(Inspection { symbols, hook })
 }
 
 /// Libraries of interest mapped by process `pid` (not its dynamic loader).
@@ -144,39 +178,59 @@ pub fn mapped_by_with_loader(pid: u32) -> Result<Vec<LibraryFile>> {
 
 fn mapped_by_filtered(pid: u32, with_loader: bool) -> Result<Vec<LibraryFile>> {
     let maps_path = format!("/proc/{pid}/maps");
-    let maps = fs::read_to_string(&maps_path).with_context(|| format!("cannot read {maps_path}"))?;
+    // Bytes, not UTF-8: a path that is not valid UTF-8 must not hide the rest of the process.
+    let maps = fs::read(&maps_path).with_context(|| format!("cannot read {maps_path}"))?;
     let mut out = Vec::new();
     let mut seen = HashSet::new();
-    for line in maps.lines() {
-        // address perms offset dev inode pathname
-        let mut fields = line.splitn(6, ' ');
-        let (Some(range), _, _, _, Some(inode)) =
-            (fields.next(), fields.next(), fields.next(), fields.next(), fields.next())
-        else {
-            continue;
-        };
-        let Some(path) = fields.next().map(str::trim_start) else { continue };
-        if !path.starts_with('/') || inode == "0" {
+    for line in maps.split(|&b| b == b'\n') {
+        let Some(m) = MapsLine::parse(line) else { continue };
+        if !m.path.starts_with(b"/") || m.inode == b"0" || !seen.insert((m.dev, m.inode)) {
             continue;
         }
-        let Some(kind) = LibKind::of(Path::new(path)) else { continue };
+        // The mapped inode itself, by address range: no path is resolved again (it may have
+        // been replaced by a FIFO or a link, hidden under a mount, or deleted).
+        let map_file = PathBuf::from(format!("/proc/{pid}/map_files/{}", String::from_utf8_lossy(m.range)));
+        // maps escapes a newline in a name as `\012`: the map_files link holds the real name.
+        let name = if m.path.contains(&b'\\') {
+            match fs::read_link(&map_file) {
+                Ok(p) => p,
+                Err(_) => continue,
+            }
+        } else {
+            PathBuf::from(OsStr::from_bytes(m.path))
+        };
+        let Some(kind) = LibKind::of(&name) else { continue };
         if kind == LibKind::Loader && !with_loader {
             continue;
         }
-        if !seen.insert(path.to_string()) {
-            continue;
-        }
-        let open_path = if path.ends_with(" (deleted)") {
-            // The file is gone from the tree; the mapping still holds the inode.
-            PathBuf::from(format!("/proc/{pid}/map_files/{range}"))
-        } else {
-            PathBuf::from(format!("/proc/{pid}/root{path}"))
-        };
-        if let Ok(lib) = LibraryFile::open(open_path, path.to_string(), kind) {
+        if let Ok(lib) = LibraryFile::open(map_file, name.display().to_string(), kind) {
             out.push(lib);
         }
     }
     Ok(out)
+}
+
+/// One line of `/proc/PID/maps`: `address perms offset dev inode pathname`.
+struct MapsLine<'a> {
+    range: &'a [u8],
+    dev: &'a [u8],
+    inode: &'a [u8],
+    path: &'a [u8],
+}
+
+impl<'a> MapsLine<'a> {
+    fn parse(line: &'a [u8]) -> Option<Self> {
+        let mut rest = line;
+        let mut field = || {
+            let end = rest.iter().position(|&b| b == b' ')?;
+            let f = &rest[..end];
+            rest = &rest[end + 1..];
+            Some(f)
+        };
+        let (range, _perms, _offset, dev, inode) = (field()?, field()?, field()?, field()?, field()?);
+        let start = rest.iter().position(|&b| b != b' ').unwrap_or(rest.len());
+        Some(Self { range, dev, inode, path: &rest[start..] })
+    }
 }
 
 /// HIP libraries in the usual install paths, the `LD_LIBRARY_PATH` given, and the extra paths.

@@ -17,7 +17,6 @@ use aya::{Ebpf, EbpfLoader};
 use rtl_common::{config, cookie, counter};
 
 use super::apis::{self, ApiSpec, Lib};
-use super::dynamic_loader::LoaderHook;
 use super::library::{LibKind, LibraryFile, Runtime};
 use super::symbols::Symbols;
 
@@ -202,6 +201,18 @@ impl Probes {
         // Wake the reader at 1/16 of the buffer; it also drains every DRAIN_INTERVAL.
         me.set_config(config::WAKEUP_BYTES, (opts.ringbuf_bytes / 16) as u64)?;
         me.set_config(config::LOADER_STOP, opts.loader_stop as u64)?;
+        // Without these the exec record has no parent, path or command line (the collector then
+        // reads /proc, which a short-lived process has left already).
+        match super::btf::exec_offsets() {
+            Ok(o) => {
+                me.set_config(config::TASK_REAL_PARENT_OFF, o.real_parent)?;
+                me.set_config(config::BINPRM_FILENAME_OFF, o.binprm_filename)?;
+                me.set_config(config::TASK_MM_OFF, o.mm)?;
+                me.set_config(config::MM_ARG_START_OFF, o.arg_start)?;
+                me.set_config(config::MM_ARG_END_OFF, o.arg_end)?;
+            }
+            Err(e) => crate::session::say(format!("processes will be named from /proc only: {e:#}")),
+        }
         // Without these offsets a thread killed by another thread's exec reads as a plain exit.
         if let Ok((sig, exec)) = super::btf::exec_task_offsets() {
             me.set_config(config::TASK_SIGNAL_OFF, sig)?;
@@ -240,12 +251,14 @@ impl Probes {
     }
 
     /// Attaches entry and return probes for the selected APIs to one library file (once per
-    /// inode; a second call for the same file does nothing and returns None).
+    /// inode; a second call for the same file does nothing and returns None). The file must have
+    /// been inspected (`library::inspect`, on the scanner's worker): nothing is read here.
     pub fn attach_library(&mut self, lib: &LibraryFile) -> Result<Option<AttachReport>> {
         if self.is_attached(lib) || !self.runtime.probes(lib.kind) || (lib.kind == LibKind::Loader && !self.loader_stop) {
             return Ok(None);
         }
-        let syms = Symbols::read(&lib.attach_path())?;
+        let inspection = lib.inspection.clone().with_context(|| format!("{} was not inspected", lib.display))?;
+        let syms = &inspection.symbols;
         let target = lib.attach_path();
         let mut report = AttachReport {
             library: lib.display.clone(),
@@ -267,7 +280,7 @@ impl Probes {
             return Ok(Some(report));
         }
         if lib.kind == LibKind::Loader {
-            let hook = LoaderHook::read(&target, &syms).with_context(|| lib.display.clone())?;
+            let hook = inspection.hook.with_context(|| format!("{}: no dynamic-loader hook", lib.display))?;
             let name = self.links.program("loader_notify");
             let p: &mut UProbe = program(&mut self.ebpf, &name)?.try_into()?;
             let point = UProbeAttachPoint {
@@ -288,7 +301,7 @@ impl Probes {
             LibKind::Nvtx => Lib::Nvtx,
             LibKind::Agent | LibKind::Loader => unreachable!("handled above"),
         };
-        let selected = select(&self.selection, want, &syms);
+        let selected = select(&self.selection, want, syms);
         // One (offset, cookie) per probed function; an offset probed twice (two names for one
         // function) is probed once, under its first name.
         let mut points: Vec<(u64, u64)> = Vec::with_capacity(selected.len());

@@ -1,5 +1,6 @@
 //! The probes: which APIs ([`apis`], with [`hip_returns`] generated from the HIP headers),
-//! where ([`library`], [`symbols`], [`demangle`]), the kernel objects ([`loader`]) and the
+//! where ([`library`], [`symbols`], [`demangle`], found and read off the event loop by [`scan`],
+//! through [`untrusted`]), the kernel objects ([`loader`]) and the
 //! kernel facts they need ([`btf`], [`dynamic_loader`]).
 pub mod apis;
 pub mod btf;
@@ -8,7 +9,9 @@ pub mod dynamic_loader;
 pub mod hip_returns;
 pub mod library;
 pub mod loader;
+pub mod scan;
 pub mod symbols;
+pub mod untrusted;
 
 use std::path::Path;
 

@@ -19,7 +19,9 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
-use object::{Object, ObjectSegment, ObjectSymbol, SymbolKind};
+use object::{Object, ObjectSegment, ObjectSymbol, ReadRef, SymbolKind};
+
+use super::untrusted::{BoundedFile, ELF_READ_BUDGET};
 
 use super::demangle;
 
@@ -44,20 +46,37 @@ pub struct CxxExport {
 impl Symbols {
     /// Reads the dynamic symbol table of the ELF file at `path`.
     pub fn read(path: &Path) -> Result<Self> {
-        // Only a regular file: reading a FIFO would block forever, /dev/zero would never end.
-        let md = std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?;
-        if !md.is_file() {
-            bail!("{} is not a regular file", path.display());
-        }
-        let data = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-        Self::parse(&data).with_context(|| format!("{} is not a usable ELF shared library", path.display()))
+        // Only a regular file, opened without blocking (a FIFO would block the open forever,
+        // /dev/zero would never end): see `untrusted.rs`.
+        let file = super::untrusted::open_for_reading(path)?;
+        Self::read_file(file).with_context(|| format!("{} is not a usable ELF shared library", path.display()))
+    }
+
+    /// Reads the dynamic symbol table of an open regular file, taking only the byte ranges the
+    /// parser asks for (headers and symbol tables), at most [`ELF_READ_BUDGET`] bytes: a huge
+    /// or sparse file costs what its tables claim, never its size.
+    pub fn read_file(file: std::fs::File) -> Result<Self> {
+        let data = BoundedFile::new(file, ELF_READ_BUDGET)?;
+        Self::parse_from(&data).map_err(|e| {
+            if data.over_budget() {
+                e.context(format!("its ELF tables are larger than rtl-ebpf reads ({} MiB)", ELF_READ_BUDGET >> 20))
+            } else {
+                e
+            }
+        })
     }
 
     /// Parses ELF bytes. Errors (never panics) on anything malformed.
     pub fn parse(data: &[u8]) -> Result<Self> {
-        if data.len() < 4 || &data[..4] != b"\x7fELF" {
+        Self::parse_from(data)
+    }
+
+    /// Parses an ELF file held in memory or read on demand ([`BoundedFile`]).
+    fn parse_from<'d, R: ReadRef<'d>>(data: R) -> Result<Self> {
+        if data.read_bytes_at(0, 4).ok() != Some(&b"\x7fELF"[..]) {
             bail!("not an ELF file (bad magic)");
         }
+        let data_len = data.len().map_err(|()| anyhow::anyhow!("cannot read the file's length"))?;
         let file = object::File::parse(data).context("malformed ELF")?;
         if file.architecture() != object::Architecture::X86_64 {
             bail!("not an x86-64 ELF ({:?})", file.architecture());
@@ -87,7 +106,7 @@ impl Symbols {
                 continue;
             };
             let Some(file_off) = (addr - start).checked_add(off) else { continue };
-            if file_off as usize >= data.len() {
+            if file_off >= data_len {
                 continue;
             }
             offsets.entry(name.to_string()).or_insert(file_off);

@@ -1,13 +1,13 @@
 //! Writes trace rows into the SQLite file, one transaction per batch.
 //!
 //! The file is created 0600 (O_EXCL, no symlink following) and, under sudo, handed to the
-//! invoking user. It runs in WAL mode while tracing, so a collector killed at any moment leaves
+//! invoking user through its descriptor. It runs in WAL mode while tracing, so a collector killed at any moment leaves
 //! a consistent database up to the last committed batch; `finish` checkpoints and switches back
 //! to a single-file journal.
 
 use std::collections::HashMap;
 use std::fs::OpenOptions;
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, Context, Result};
@@ -27,6 +27,8 @@ pub struct WriterStats {
 
 pub struct TraceWriter {
     conn: Connection,
+    /// Our own descriptors of the files we created (ownership was set through them).
+    _files: CreatedFiles,
     path: PathBuf,
     strings: HashMap<String, i64>,
     /// API names by the address of their shared `Arc<str>` (kept alive here) -> string id.
@@ -60,8 +62,33 @@ fn bind_rows<T: rusqlite::ToSql, const N: usize>(stmt: &mut rusqlite::Statement<
     Ok(())
 }
 
-/// Creates a new file for the trace; refuses to replace an existing one unless `force`.
-fn create_file(path: &Path, force: bool) -> Result<()> {
+/// The files the collector created for one trace (the database, `-wal`, `-shm`), held open.
+///
+/// Everything done to them after creation goes through these descriptors, never through a
+/// path: a user who can write in the output directory may replace any name there with a
+/// symlink at any moment, and a `chown(path)` by root would then hand the link's target (any
+/// root file) to them.
+struct CreatedFiles {
+    /// (file, what it is) for the database, `-wal` and `-shm`, in that order.
+    files: Vec<(std::fs::File, &'static str)>,
+}
+
+impl CreatedFiles {
+    /// (device, inode) of each file.
+    fn keys(&self) -> Result<Vec<((u64, u64), &'static str)>> {
+        self.files
+            .iter()
+            .map(|(f, what)| {
+                let m = f.metadata().with_context(|| format!("stat of the trace's {what} file"))?;
+                Ok(((m.dev(), m.ino()), *what))
+            })
+            .collect()
+    }
+}
+
+/// Creates a new file for the trace and SQLite's side files; refuses to replace an existing
+/// one unless `force`. Under sudo each is given to the invoking user through its descriptor.
+fn create_file(path: &Path, force: bool) -> Result<CreatedFiles> {
     if force {
         for suffix in ["", "-wal", "-shm", "-journal"] {
             let p = PathBuf::from(format!("{}{suffix}", path.display()));
@@ -72,24 +99,21 @@ fn create_file(path: &Path, force: bool) -> Result<()> {
             }
         }
     }
-    OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
-        .map_err(|e| {
-            let hint = if e.kind() == std::io::ErrorKind::AlreadyExists {
-                " (it exists: choose another -o, or pass --force to replace it)"
-            } else {
-                ""
-            };
-            anyhow!(Fatal::Output(format!("cannot create trace file {}: {e}{hint}", path.display())))
-        })?;
-    // SQLite's side files have predictable names and SQLite opens them without O_EXCL or
-    // O_NOFOLLOW: a file (or symlink) planted as `<trace>-wal` by someone who can write in the
-    // directory would receive the whole trace, readable through a descriptor opened before
-    // SQLite chowns it. Create them ourselves, exclusively and private; SQLite reuses them.
+    let create = |p: &Path| OpenOptions::new().write(true).create_new(true).mode(0o600).custom_flags(libc::O_NOFOLLOW | libc::O_NOCTTY).open(p);
+    let main = create(path).map_err(|e| {
+        let hint = if e.kind() == std::io::ErrorKind::AlreadyExists {
+            " (it exists: choose another -o, or pass --force to replace it)"
+        } else {
+            ""
+        };
+        anyhow!(Fatal::Output(format!("cannot create trace file {}: {e}{hint}", path.display())))
+    })?;
+    chown_file_to_invoker(&main);
+    let mut files = CreatedFiles { files: vec![(main, "database")] };
+    // SQLite's side files have predictable names and SQLite opens them without O_EXCL: a file
+    // planted as `<trace>-wal` by someone who can write in the directory would receive the
+    // whole trace. Create them ourselves, exclusively and private; SQLite reuses them (and
+    // `verify_sqlite_opened` checks that it did).
     let journal = PathBuf::from(format!("{}-journal", path.display()));
     let side = |suffix: &str| PathBuf::from(format!("{}{suffix}", path.display()));
     let mut made = Vec::new();
@@ -97,10 +121,12 @@ fn create_file(path: &Path, force: bool) -> Result<()> {
         if std::fs::symlink_metadata(&journal).is_ok() {
             return Err(std::io::Error::from(std::io::ErrorKind::AlreadyExists));
         }
-        for p in [side("-wal"), side("-shm")] {
-            OpenOptions::new().write(true).create_new(true).mode(0o600).custom_flags(libc::O_NOFOLLOW).open(&p)?;
-            chown_to_invoker(&p);
+        for (suffix, what) in [("-wal", "-wal"), ("-shm", "-shm")] {
+            let p = side(suffix);
+            let f = create(&p)?;
             made.push(p);
+            chown_file_to_invoker(&f);
+            files.files.push((f, what));
         }
         Ok(())
     })();
@@ -113,21 +139,89 @@ fn create_file(path: &Path, force: bool) -> Result<()> {
             path.display()
         ))));
     }
-    Ok(())
+    Ok(files)
 }
 
-/// Under sudo, gives a file to the user who ran sudo.
+/// Under sudo, gives the file at `path`, one this process has just created there, to the user
+/// who ran sudo, without trusting the path: it is opened `O_NOFOLLOW` (a symlink swapped in is
+/// not followed) and given away through that descriptor only if it is still a regular file of
+/// ours with a single link (not a file someone renamed or linked into its place).
 pub fn chown_to_invoker(path: &Path) {
-    let (Ok(uid), Ok(gid)) = (std::env::var("SUDO_UID"), std::env::var("SUDO_GID")) else { return };
-    let (Ok(uid), Ok(gid)) = (uid.parse::<u32>(), gid.parse::<u32>()) else { return };
-    let _ = std::os::unix::fs::chown(path, Some(uid), Some(gid));
+    if invoking_user().is_none() {
+        return;
+    }
+    let Ok(f) = OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC).open(path)
+    else {
+        return;
+    };
+    let Ok(m) = f.metadata() else { return };
+    // SAFETY: no preconditions.
+    if m.is_file() && m.uid() == unsafe { libc::geteuid() } && m.nlink() == 1 {
+        chown_file_to_invoker(&f);
+    }
+}
+
+/// Under sudo (`SUDO_UID`, `SUDO_GID`), gives a file the collector created to the user who ran
+/// sudo, through its open descriptor (never a path, which may have become a symlink).
+fn chown_file_to_invoker(file: &std::fs::File) {
+    let Some((uid, gid)) = invoking_user() else { return };
+    let _ = std::os::unix::fs::fchown(file, Some(uid), Some(gid));
+}
+
+/// The user who ran sudo: `SUDO_UID` and `SUDO_GID`, when both are numbers and not root's.
+pub fn invoking_user() -> Option<(u32, u32)> {
+    let uid = std::env::var("SUDO_UID").ok()?.parse::<u32>().ok()?;
+    let gid = std::env::var("SUDO_GID").ok()?.parse::<u32>().ok()?;
+    (uid != 0).then_some((uid, gid))
+}
+
+/// Explains SQLite's "readonly database" when the file was renamed or replaced under it.
+fn moved_hint(e: &rusqlite::Error) -> &'static str {
+    match e.sqlite_error() {
+        Some(f) if f.extended_code == rusqlite::ffi::SQLITE_READONLY_DBMOVED => {
+            " (the trace file was moved or replaced by someone else while it was written: its rows so far are in the moved file; \
+             write traces to a directory other users cannot write to)"
+        }
+        _ => "",
+    }
+}
+
+/// How many of this process's descriptors refer to (device, inode).
+fn descriptors_on(key: (u64, u64)) -> usize {
+    let Ok(rd) = std::fs::read_dir("/proc/self/fd") else { return 0 };
+    rd.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&fd| {
+            // SAFETY: fstat into a zeroed struct; a descriptor closed meanwhile just fails.
+            let mut st: libc::stat = unsafe { std::mem::zeroed() };
+            let ok = unsafe { libc::fstat(fd, &mut st) } == 0;
+            ok && (st.st_dev, st.st_ino) == key
+        })
+        .count()
+}
+
+/// SQLite opens the database and its side files by name, after we created them: checks that
+/// the files it holds open are ours (a second descriptor on each of our inodes), so a name
+/// swapped in the meantime by another user never receives the trace.
+fn verify_sqlite_opened(files: &CreatedFiles, path: &Path) -> Result<()> {
+    for (key, what) in files.keys()? {
+        if descriptors_on(key) < 2 {
+            return Err(anyhow!(Fatal::Output(format!(
+                "the trace's {what} file at {} was replaced by someone else while it was being opened: not writing a trace into it \
+                 (write traces to a directory other users cannot write to)",
+                path.display()
+            ))));
+        }
+    }
+    Ok(())
 }
 
 impl TraceWriter {
     pub fn create(path: &Path, force: bool) -> Result<Self> {
-        create_file(path, force)?;
-        chown_to_invoker(path);
-        let conn = Connection::open(path).with_context(|| format!("opening {}", path.display()))?;
+        let files = create_file(path, force)?;
+        let flags = rusqlite::OpenFlags::default() | rusqlite::OpenFlags::SQLITE_OPEN_NOFOLLOW;
+        let conn = Connection::open_with_flags(path, flags)
+            .map_err(|e| anyhow!(Fatal::Output(format!("cannot open {}: {e}", path.display()))))?;
         // Foreign keys are not enforced while writing (it costs a parent lookup per reference,
         // a third of the writer's time): the writer keeps them by construction (API rows go in
         // before the rows that refer to them) and the tests check `PRAGMA foreign_key_check`.
@@ -136,7 +230,9 @@ impl TraceWriter {
         for sql in [schema::TABLES, schema::TRACING_INDEXES, schema::VIEWS, schema::SEED] {
             conn.execute_batch(sql).map_err(|e| anyhow!(Fatal::Output(format!("cannot write {}: {e}", path.display()))))?;
         }
-        let mut w = Self { conn, path: path.to_path_buf(), strings: HashMap::new(), names: HashMap::new(), sql: [
+        // The schema is written: SQLite holds the database, its WAL and its shared memory open.
+        verify_sqlite_opened(&files, path)?;
+        let mut w = Self { conn, _files: files, path: path.to_path_buf(), strings: HashMap::new(), names: HashMap::new(), sql: [
             multi_insert(API_INSERT, 7, MULTI_ROWS),
             multi_insert(API_INSERT, 7, 1),
             multi_insert(RTL_INSERT, 7, MULTI_ROWS),
@@ -163,7 +259,7 @@ impl TraceWriter {
     }
 
     fn io_error(&self, e: rusqlite::Error) -> anyhow::Error {
-        anyhow!(Fatal::Output(format!("writing {} failed: {e}", self.path.display())))
+        anyhow!(Fatal::Output(format!("writing {} failed: {e}{}", self.path.display(), moved_hint(&e))))
     }
 
     /// Writes one batch of rows in a single transaction.
@@ -173,7 +269,7 @@ impl TraceWriter {
     /// bookkeeping step per group instead of per row); everything else row by row, in order.
     pub fn write(&mut self, rows: &[Row]) -> Result<()> {
         let path = self.path.clone();
-        let io_error = move |e: rusqlite::Error| anyhow!(Fatal::Output(format!("writing {} failed: {e}", path.display())));
+        let io_error = move |e: rusqlite::Error| anyhow!(Fatal::Output(format!("writing {} failed: {e}{}", path.display(), moved_hint(&e))));
         let tx = self.conn.transaction().map_err(&io_error)?;
         let (mut apis, mut ops) = (0u64, 0u64);
         {
@@ -340,13 +436,12 @@ impl TraceWriter {
     pub fn finish(self) -> Result<WriterStats> {
         self.conn
             .execute_batch(schema::INDEXES)
-            .map_err(|e| anyhow!(Fatal::Output(format!("indexing {}: {e}", self.path.display()))))?;
+            .map_err(|e| anyhow!(Fatal::Output(format!("indexing {}: {e}{}", self.path.display(), moved_hint(&e)))))?;
         self.conn
             .execute_batch("PRAGMA wal_checkpoint(TRUNCATE); PRAGMA journal_mode=DELETE;")
-            .map_err(|e| anyhow!(Fatal::Output(format!("finishing {}: {e}", self.path.display()))))?;
-        let stats = self.stats;
-        drop(self.conn);
-        chown_to_invoker(&self.path);
-        Ok(stats)
+            .map_err(|e| anyhow!(Fatal::Output(format!("finishing {}: {e}{}", self.path.display(), moved_hint(&e)))))?;
+        // Nothing is chowned here: the files were given to the invoking user through their
+        // descriptors when they were created, and SQLite rewrites the same inode.
+        Ok(self.stats)
     }
 }
