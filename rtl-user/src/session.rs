@@ -494,6 +494,16 @@ impl KernelWaitWatch {
     }
 }
 
+/// Attaches to the libraries not probed yet (`attach_library` skips the others); returns what
+/// to record.
+fn attach_new(probes: &mut Probes, libs: &[LibraryFile]) -> Vec<WriterMsg> {
+    let mut msgs = Vec::new();
+    for lib in libs {
+        attach_one(probes, lib, &mut msgs);
+    }
+    msgs
+}
+
 fn attach_one(probes: &mut Probes, lib: &LibraryFile, msgs: &mut Vec<WriterMsg>) {
     match probes.attach_library(lib) {
         Ok(Some(r)) => {
@@ -564,12 +574,7 @@ async fn event_loop(
                 for n in notices.into_iter().chain(found.errors) {
                     say(n);
                 }
-                let mut msgs = Vec::new();
-                for lib in found.libs {
-                    if !probes.is_attached(&lib) {
-                        attach_one(probes, &lib, &mut msgs);
-                    }
-                }
+                let msgs = attach_new(probes, &found.libs);
                 joiner.sync_table(&probes.table);
                 for s in stopped {
                     stops.resume(s);
@@ -584,12 +589,7 @@ async fn event_loop(
                 for e in found.errors {
                     say(e);
                 }
-                let mut msgs = Vec::new();
-                for lib in found.libs {
-                    if !probes.is_attached(&lib) {
-                        attach_one(probes, &lib, &mut msgs);
-                    }
-                }
+                let msgs = attach_new(probes, &found.libs);
                 if !msgs.is_empty() {
                     // GPU records of a profiler session begun before these probes are not
                     // numbered against their calls.
