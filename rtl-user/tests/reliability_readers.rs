@@ -54,7 +54,7 @@ fn reliability_older_trace_is_read_without_write_access_and_never_written() {
     let out = dir.join("out");
     std::fs::create_dir(&out).unwrap();
     std::os::unix::fs::chown(&out, Some(user.uid), Some(user.gid)).unwrap();
-    let (bin, dbs) = (rtl().display().to_string(), db.display().to_string());
+    let (bin, dbs) = (common::rtl_for_other_users().display().to_string(), db.display().to_string());
     let j = out.join("o.json").display().to_string();
     let m = out.join("m.db").display().to_string();
 

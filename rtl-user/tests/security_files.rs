@@ -32,7 +32,9 @@ fn trace_and_side_files_are_0600_and_owned_by_the_sudo_user() {
     require_root();
     let d = tmpdir();
     let db = d.path().join("t.db");
-    let mut args = vec!["run".to_string(), "--quiet".into(), "--apis".into(), "hipGetErrorString".into(), "-o".into(), db.display().to_string(), "--".into()];
+    // --as-root: this test is about who owns the files; the command itself stays root, so a
+    // checkout under a directory only root can enter (a mktemp -d clone) still runs it.
+    let mut args = vec!["run".to_string(), "--quiet".into(), "--as-root".into(), "--apis".into(), "hipGetErrorString".into(), "-o".into(), db.display().to_string(), "--".into()];
     args.extend(hot_loop_args("3"));
     let mut c = Command::new(rtl())
         .args(&args)

@@ -23,6 +23,23 @@ pub fn rtl() -> PathBuf {
     std::env::var_os("RTL_EBPF_UNDER_TEST").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_rtl-ebpf")))
 }
 
+/// A copy of the binary that an unprivileged test user can execute: the checkout may sit under a
+/// directory only root can enter (a `mktemp -d` clone is 0700).
+pub fn rtl_for_other_users() -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    static COPY: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    COPY.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("rtl-ebpf-test-bin-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let p = dir.join("rtl-ebpf");
+        std::fs::copy(rtl(), &p).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        p
+    })
+    .clone()
+}
+
 pub fn workload(name: &str) -> PathBuf {
     let p = root().join("tests/workloads/build").join(name);
     assert!(p.exists(), "workload {} is not built: run `make -C tests/workloads` (cargo xtask test does)", p.display());
