@@ -289,7 +289,8 @@ fn a_fifo_in_place_of_a_mapped_library_does_not_block_all() {
         "{sleeper} --mode loop --interval-ms 5 --no-init > {w}/out & echo $! > {w}/pid.tmp; mv {w}/pid.tmp {w}/pid; \
          while ! grep -q ready {w}/out; do sleep 0.05; done; \
          mount -t tmpfs tmpfs {lib} && mkfifo {lib}/libamdhip64.so.5 && touch {w}/armed; wait",
-        sleeper = workload("sleeper").display(),
+        // (a copy the user can run, wherever the checkout is)
+        sleeper = for_other_users(&workload("sleeper")).display(),
         w = w.display(),
         lib = lib.display()
     );

@@ -26,18 +26,23 @@ pub fn rtl() -> PathBuf {
 /// A copy of the binary that an unprivileged test user can execute: the checkout may sit under a
 /// directory only root can enter (a `mktemp -d` clone is 0700).
 pub fn rtl_for_other_users() -> PathBuf {
+    for_other_users(&rtl())
+}
+
+/// A copy of `p` (an executable of the build) in a directory every user can enter, mode 0755.
+pub fn for_other_users(p: &Path) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
-    static COPY: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    COPY.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("rtl-ebpf-test-bin-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let p = dir.join("rtl-ebpf");
-        std::fs::copy(rtl(), &p).unwrap();
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
-        p
-    })
-    .clone()
+    let dir = std::env::temp_dir().join(format!("rtl-ebpf-test-bin-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let copy = dir.join(p.file_name().unwrap());
+    if !copy.exists() {
+        let tmp = dir.join(format!(".{}.{:?}", p.file_name().unwrap().to_string_lossy(), std::thread::current().id()));
+        std::fs::copy(p, &tmp).unwrap();
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::rename(&tmp, &copy).unwrap();
+    }
+    copy
 }
 
 pub fn workload(name: &str) -> PathBuf {
