@@ -323,10 +323,16 @@ fn hold_write_lock(db: &Path) -> Connection {
 
 /// Traces a 2 s burst of two hot_loop threads (`attach`) while another connection holds the
 /// trace's write lock; returns once the burst is over, the lock still held.
+///
+/// `--keep-waiting`: the collector keeps tracing after the app exits, so the caller's SIGINT is
+/// its first stop request whatever the timing. Without it the collector stops by itself when the
+/// app exits, and a SIGINT that lands while that stop writes the backlog abandons it (as the
+/// message it prints says) — a race the test would lose on a slow machine.
 fn burst_with_the_writer_locked(db: &Path, truth: &Path) -> (Tracer, Connection) {
     let mut app = hot_loop_waiting(&["--threads", "2", "--seconds", "2", "--api", "geterrorstring"], truth);
     // A 4 MiB ring buffer: the burst outgrows it many times over even on a slow, busy machine.
-    let t = Tracer::start(&["attach", "--quiet", "--buffer-mb", "4", "--apis", FAST_API, "--pid", &app.id().to_string(), "-o", db.to_str().unwrap()]);
+    let pid = app.id().to_string();
+    let t = Tracer::start(&["attach", "--quiet", "--keep-waiting", "--buffer-mb", "4", "--apis", FAST_API, "--pid", &pid, "-o", db.to_str().unwrap()]);
     let lock = hold_write_lock(db);
     signal(app.id(), libc::SIGUSR1);
     assert!(wait_exit(&mut app, 60).success());
