@@ -11,7 +11,10 @@ use std::time::Instant;
 
 fn main() {
     let n: usize = std::env::args().nth(1).and_then(|v| v.parse().ok()).unwrap_or(1_000_000);
-    let names = [c"void vector_add<float>(float const*, float const*, float*, unsigned long)".as_ptr(), c"saxpy(float, float const*, float*, int)".as_ptr()];
+    let names = [
+        c"void vector_add<float>(float const*, float const*, float*, unsigned long)".as_ptr(),
+        c"saxpy(float, float const*, float*, int)".as_ptr(),
+    ];
     let mut g: GpuActivity = unsafe { std::mem::zeroed() };
     g.gpu_op_count = 1;
     g.payload[0] = 1024;

@@ -21,7 +21,10 @@ fn main() {
         };
         batches += 1;
         if verbose {
-            println!("batch pid={} seq={} records={} len={} flags={}", b.header.pid, b.header.batch_seq, b.header.record_count, b.header.total_len, b.header.flags);
+            println!(
+                "batch pid={} seq={} records={} len={} flags={}",
+                b.header.pid, b.header.batch_seq, b.header.record_count, b.header.total_len, b.header.flags
+            );
         }
         for r in b.records() {
             match r {

@@ -61,8 +61,7 @@ pub const SYMBOLS: [&CStr; 5] = [
 ];
 
 /// Sonames tried, in order, with RTLD_NOLOAD: never loads a second copy.
-pub const HIP_LIBS: [&CStr; 5] =
-    [c"libamdhip64.so", c"libamdhip64.so.7", c"libamdhip64.so.6", c"libamdhip64.so.5", c"libamdhip64.so.8"];
+pub const HIP_LIBS: [&CStr; 5] = [c"libamdhip64.so", c"libamdhip64.so.7", c"libamdhip64.so.6", c"libamdhip64.so.5", c"libamdhip64.so.8"];
 
 /// The handle of an already-loaded libamdhip64 and the name it was found under.
 ///
@@ -217,15 +216,19 @@ fn op_from(rec: &ApiRecord, g: &GpuActivity, version: u8, api_name_id: u32, reco
             o.block = [p[3], p[4], p[5]];
             if g.bytes_or_name != 0 {
                 // SAFETY: the runtime's kernel-name C string, valid while the record is.
-                o.kernel_name_id = unsafe {
-                    publish::buffers().strings.intern_c(wire::STR_KERNEL, g.bytes_or_name as *const c_char)
-                };
+                o.kernel_name_id = unsafe { publish::buffers().strings.intern_c(wire::STR_KERNEL, g.bytes_or_name as *const c_char) };
             }
             o.src = 0;
             o.dst = 0;
         }
         OpKind::Copy | OpKind::Memset => {
-            o.bytes = if g.bytes_or_name != 0 { g.bytes_or_name } else if version >= wire::API_V0_1 { rec.size } else { 0 };
+            o.bytes = if g.bytes_or_name != 0 {
+                g.bytes_or_name
+            } else if version >= wire::API_V0_1 {
+                rec.size
+            } else {
+                0
+            };
             let src = p[0] as u64 | (p[1] as u64) << 32;
             let dst = p[2] as u64 | (p[3] as u64) << 32;
             if src != 0 || dst != 0 {
@@ -670,7 +673,6 @@ pub fn stop() {
 pub(crate) mod tests {
     use super::*;
 
-
     // ---- A fake runtime behind the real function-pointer interface. ----
     use std::sync::Mutex as StdMutex;
 
@@ -691,7 +693,17 @@ pub(crate) mod tests {
     pub(crate) static SERIAL: StdMutex<()> = StdMutex::new(());
 
     fn blank_gpu() -> GpuActivity {
-        GpuActivity { flags: 0, begin_ns: 0, end_ns: 0, bytes_or_name: 0, gpu_op_count: 0, _r0: 0, next: std::ptr::null(), payload: [0; 10], _r1: [0; 40] }
+        GpuActivity {
+            flags: 0,
+            begin_ns: 0,
+            end_ns: 0,
+            bytes_or_name: 0,
+            gpu_op_count: 0,
+            _r0: 0,
+            next: std::ptr::null(),
+            payload: [0; 10],
+            _r1: [0; 40],
+        }
     }
 
     fn record(i: u64, thread_id: u64) -> ApiRecord {
@@ -987,7 +999,11 @@ pub(crate) mod tests {
         assert_eq!(chunk_ranges(3, 10, 30).count(), 3);
         assert_eq!(chunk_ranges(5, 10, 0).count(), 0);
         assert_eq!(chunk_ranges(5, 0, 10).count(), 0, "chunk_size 0: nothing, no division or loop");
-        assert_eq!(chunk_ranges(usize::MAX, usize::MAX / 2, usize::MAX).count(), 3, "no overflow: 3rd chunk holds 1, 4th start overflows and stops");
+        assert_eq!(
+            chunk_ranges(usize::MAX, usize::MAX / 2, usize::MAX).count(),
+            3,
+            "no overflow: 3rd chunk holds 1, 4th start overflows and stops"
+        );
         // Exhaustive small cases: never more than total, never past a chunk.
         for cc in 0..6 {
             for cs in 0..6 {

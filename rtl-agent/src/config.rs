@@ -51,7 +51,19 @@ pub const DEFAULT_WAIT_MS: u64 = 30_000;
 
 impl Default for Config {
     fn default() -> Self {
-        Config { gpu: GpuMode::Auto, drain_ms: DEFAULT_DRAIN_MS, wait_ms: DEFAULT_WAIT_MS, quiet: false, hsa_batches: false, hsa_no_spans: false, dump: None, cupti_lib: None, cupti_dump: None, cupti_api_all: false, cupti_monotonic_clock: false }
+        Config {
+            gpu: GpuMode::Auto,
+            drain_ms: DEFAULT_DRAIN_MS,
+            wait_ms: DEFAULT_WAIT_MS,
+            quiet: false,
+            hsa_batches: false,
+            hsa_no_spans: false,
+            dump: None,
+            cupti_lib: None,
+            cupti_dump: None,
+            cupti_api_all: false,
+            cupti_monotonic_clock: false,
+        }
     }
 }
 
@@ -146,7 +158,8 @@ mod tests {
     #[test]
     fn defaults_and_values() {
         assert_eq!(parse(&[]).0, Config::default());
-        let (c, w) = parse(&[("RTL_AGENT_GPU", "HSA"), ("RTL_AGENT_DRAIN_MS", "5"), ("RTL_AGENT_QUIET", "1"), ("RTL_AGENT_DUMP", "/tmp/x")]);
+        let (c, w) =
+            parse(&[("RTL_AGENT_GPU", "HSA"), ("RTL_AGENT_DRAIN_MS", "5"), ("RTL_AGENT_QUIET", "1"), ("RTL_AGENT_DUMP", "/tmp/x")]);
         assert!(w.is_empty());
         assert_eq!(c.gpu, GpuMode::Hsa);
         assert_eq!(c.drain_ms, 5);

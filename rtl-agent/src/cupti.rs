@@ -190,7 +190,10 @@ pub enum Activity {
     Memcpy(Memcpy6),
     Memset(Memset4),
     /// DRIVER or RUNTIME API call; `domain` is DOMAIN_DRIVER / DOMAIN_RUNTIME.
-    Api { domain: u32, rec: ApiRecord },
+    Api {
+        domain: u32,
+        rec: ApiRecord,
+    },
     /// A kind this source did not enable (or does not use).
     Other(u32),
     /// A known kind whose record is shorter than the 13.0 layout.
@@ -205,10 +208,9 @@ pub fn parse(b: &[u8]) -> Activity {
         KIND_KERNEL | KIND_CONCURRENT_KERNEL => read(b).map_or(short, Activity::Kernel),
         KIND_MEMCPY => read(b).map_or(short, Activity::Memcpy),
         KIND_MEMSET => read(b).map_or(short, Activity::Memset),
-        KIND_DRIVER | KIND_RUNTIME => read(b).map_or(short, |rec| Activity::Api {
-            domain: if kind == KIND_DRIVER { DOMAIN_DRIVER } else { DOMAIN_RUNTIME },
-            rec,
-        }),
+        KIND_DRIVER | KIND_RUNTIME => {
+            read(b).map_or(short, |rec| Activity::Api { domain: if kind == KIND_DRIVER { DOMAIN_DRIVER } else { DOMAIN_RUNTIME }, rec })
+        }
         k => Activity::Other(k),
     }
 }
@@ -400,10 +402,7 @@ impl Correlator {
         match a {
             Activity::Api { domain, rec } => {
                 let name_id = api_name(*domain, rec.cbid);
-                self.on_api(
-                    rec.correlation_id,
-                    ApiCall { start: rec.start, end: rec.end, tid: rec.thread_id, name_id, domain: *domain },
-                );
+                self.on_api(rec.correlation_id, ApiCall { start: rec.start, end: rec.end, tid: rec.thread_id, name_id, domain: *domain });
             }
             Activity::Kernel(_) | Activity::Memcpy(_) | Activity::Memset(_) => {
                 let kid = kernel_name.filter(|n| !n.is_empty()).map_or(0, |n| intern(wire::STR_KERNEL, n));
@@ -450,9 +449,7 @@ pub fn encode_frame(out: &mut Vec<u8>, f: &DumpFrame) {
         DumpFrame::Record { rec, name } => {
             frame(out, FRAME_RECORD, &[&(rec.len() as u32).to_le_bytes(), &(name.len() as u32).to_le_bytes(), rec, name])
         }
-        DumpFrame::ApiName { domain, cbid, name } => {
-            frame(out, FRAME_API_NAME, &[&domain.to_le_bytes(), &cbid.to_le_bytes(), name])
-        }
+        DumpFrame::ApiName { domain, cbid, name } => frame(out, FRAME_API_NAME, &[&domain.to_le_bytes(), &cbid.to_le_bytes(), name]),
         DumpFrame::BufferEnd => frame(out, FRAME_BUFFER_END, &[]),
     }
 }
@@ -467,14 +464,18 @@ pub fn read_dump(b: &[u8]) -> Result<Vec<DumpFrame>, String> {
     let mut off = 0;
     while off < b.len() {
         let bad = |why: &str| format!("CUPTI dump: bad frame at byte {off}: {why}");
-        let (tag, len) = (u32_at(b, off).ok_or_else(|| bad("truncated header"))?, u32_at(b, off + 4).ok_or_else(|| bad("truncated header"))?);
+        let (tag, len) =
+            (u32_at(b, off).ok_or_else(|| bad("truncated header"))?, u32_at(b, off + 4).ok_or_else(|| bad("truncated header"))?);
         let p = b.get(off + 8..off + 8 + len as usize).ok_or_else(|| bad("payload past the end"))?;
         if off + 8 + len as usize + (8 - len as usize % 8) % 8 > b.len() {
             return Err(bad("padding past the end"));
         }
         out.push(match tag {
             FRAME_RECORD => {
-                let (rl, nl) = (u32_at(p, 0).ok_or_else(|| bad("short record frame"))? as usize, u32_at(p, 4).ok_or_else(|| bad("short record frame"))? as usize);
+                let (rl, nl) = (
+                    u32_at(p, 0).ok_or_else(|| bad("short record frame"))? as usize,
+                    u32_at(p, 4).ok_or_else(|| bad("short record frame"))? as usize,
+                );
                 if 8 + rl + nl != p.len() {
                     return Err(bad("record/name lengths disagree with the frame"));
                 }
@@ -698,7 +699,6 @@ fn write_all(fd: c_int, mut rest: &[u8]) {
     }
 }
 
-
 /// True when this process maps libcuda (never loads it).
 pub fn cuda_loaded() -> bool {
     !crate::loaded::objects(&["libcuda.so"]).is_empty()
@@ -736,7 +736,8 @@ unsafe fn sym<T: Copy>(h: *mut c_void, name: &CStr) -> Option<T> {
 
 fn load() -> Result<(Api, String), String> {
     let env = crate::config_ref().cupti_lib.clone();
-    let cands = candidates(env.as_deref(), &crate::loaded::objects(&["libcupti.so"]), &crate::loaded::objects(&["libcudart.so", "libcuda.so"]));
+    let cands =
+        candidates(env.as_deref(), &crate::loaded::objects(&["libcupti.so"]), &crate::loaded::objects(&["libcudart.so", "libcuda.so"]));
     let mut tried = Vec::new();
     for c in &cands {
         let Ok(cs) = std::ffi::CString::new(c.as_str()) else { continue };
@@ -794,7 +795,8 @@ pub fn start() -> Result<String, (String, i32)> {
         let mut p = dump.as_encoded_bytes().to_vec();
         p.push(0);
         // SAFETY: NUL-terminated path.
-        let fd = unsafe { libc::open(p.as_ptr() as *const c_char, libc::O_WRONLY | libc::O_CREAT | libc::O_APPEND | libc::O_CLOEXEC, 0o644) };
+        let fd =
+            unsafe { libc::open(p.as_ptr() as *const c_char, libc::O_WRONLY | libc::O_CREAT | libc::O_APPEND | libc::O_CLOEXEC, 0o644) };
         RAW_DUMP_FD.store(fd, Relaxed);
     }
     crate::publish::buffers();
@@ -814,7 +816,10 @@ pub fn start() -> Result<String, (String, i32)> {
             // markedly slower on the H200), and the collector converts a CLOCK_REALTIME domain.
             let d = native_clock_domain(a);
             if d == ClockDomain::Unknown {
-                return Err(("CUPTI's clock is neither CLOCK_REALTIME nor CLOCK_MONOTONIC here; set RTL_AGENT_CUPTI_CLOCK=monotonic".into(), 0));
+                return Err((
+                    "CUPTI's clock is neither CLOCK_REALTIME nor CLOCK_MONOTONIC here; set RTL_AGENT_CUPTI_CLOCK=monotonic".into(),
+                    0,
+                ));
             }
             CLOCK.store(d as u8, Relaxed);
         }
@@ -828,18 +833,16 @@ pub fn start() -> Result<String, (String, i32)> {
         } else {
             match enable_gpu_work_apis(a) {
                 Ok(n) if n > 0 => &[],
-                Ok(_) => return Err(("CUPTI names no launch/memcpy/memset API (cuptiGetCallbackName); set RTL_AGENT_CUPTI_API=all".into(), 0)),
+                Ok(_) => {
+                    return Err(("CUPTI names no launch/memcpy/memset API (cuptiGetCallbackName); set RTL_AGENT_CUPTI_API=all".into(), 0))
+                }
                 Err(e) => return Err((format!("{e}; set RTL_AGENT_CUPTI_API=all"), 0)),
             }
         };
         for &(k, what) in api_kinds {
             check((a.enable)(k), &format!("cuptiActivityEnable({what})"))?;
         }
-        for (k, what) in [
-            (KIND_CONCURRENT_KERNEL, "CONCURRENT_KERNEL"),
-            (KIND_MEMCPY, "MEMCPY"),
-            (KIND_MEMSET, "MEMSET"),
-        ] {
+        for (k, what) in [(KIND_CONCURRENT_KERNEL, "CONCURRENT_KERNEL"), (KIND_MEMCPY, "MEMCPY"), (KIND_MEMSET, "MEMSET")] {
             check((a.enable)(k), &format!("cuptiActivityEnable({what})"))?;
         }
     }
@@ -876,7 +879,10 @@ unsafe fn enable_gpu_work_apis(a: &Api) -> Result<usize, String> {
                 // SAFETY: a valid callback id of this domain.
                 let rc = unsafe { enable(cbid, 1) };
                 if rc != CUPTI_SUCCESS {
-                    return Err(format!("cuptiActivityEnable{}Api({cbid}) failed (CUptiResult {rc})", if domain == DOMAIN_DRIVER { "Driver" } else { "Runtime" }));
+                    return Err(format!(
+                        "cuptiActivityEnable{}Api({cbid}) failed (CUptiResult {rc})",
+                        if domain == DOMAIN_DRIVER { "Driver" } else { "Runtime" }
+                    ));
                 }
                 n += 1;
             }
@@ -941,11 +947,27 @@ pub fn stop() {
 mod tests {
     #[test]
     fn only_calls_that_put_work_on_the_gpu_keep_api_records() {
-        for n in ["cuLaunchKernel", "cuLaunchKernelEx", "cuGraphLaunch", "cuMemcpyHtoDAsync_v2", "cuMemsetD32Async",
-                  "cudaLaunchKernel_v7000", "cudaGraphLaunch_v10000", "cudaMemcpyAsync_v3020", "cudaMemsetAsync_ptsz_v7000"] {
+        for n in [
+            "cuLaunchKernel",
+            "cuLaunchKernelEx",
+            "cuGraphLaunch",
+            "cuMemcpyHtoDAsync_v2",
+            "cuMemsetD32Async",
+            "cudaLaunchKernel_v7000",
+            "cudaGraphLaunch_v10000",
+            "cudaMemcpyAsync_v3020",
+            "cudaMemsetAsync_ptsz_v7000",
+        ] {
             assert!(is_gpu_work_api(n.as_bytes()), "{n}");
         }
-        for n in ["cuCtxSynchronize", "cuStreamSynchronize", "cudaGetDevice_v3020", "cuMemAlloc_v2", "cudaStreamGetCaptureInfo", "cuGraphInstantiate"] {
+        for n in [
+            "cuCtxSynchronize",
+            "cuStreamSynchronize",
+            "cudaGetDevice_v3020",
+            "cuMemAlloc_v2",
+            "cudaStreamGetCaptureInfo",
+            "cuGraphInstantiate",
+        ] {
             assert!(!is_gpu_work_api(n.as_bytes()), "{n}");
         }
     }

@@ -233,7 +233,9 @@ unsafe extern "C" fn on_symbol(_exec: u64, sym: u64, _data: *mut c_void) -> i32 
     let _ = std::panic::catch_unwind(|| {
         let Some(f) = FNS.get() else { return };
         let mut kind: u32 = 0;
-        if (f.symbol_get_info)(sym, SYMBOL_INFO_TYPE, &mut kind as *mut u32 as *mut c_void) != HSA_STATUS_SUCCESS || kind != SYMBOL_KIND_KERNEL {
+        if (f.symbol_get_info)(sym, SYMBOL_INFO_TYPE, &mut kind as *mut u32 as *mut c_void) != HSA_STATUS_SUCCESS
+            || kind != SYMBOL_KIND_KERNEL
+        {
             return;
         }
         let mut kobj: u64 = 0;
@@ -343,7 +345,9 @@ unsafe impl Sync for Pool {}
 
 impl Pool {
     fn new() -> Pool {
-        let slots = (0..POOL).map(|_| Slot { sig: AtomicU64::new(0), state: AtomicU8::new(0), info: UnsafeCell::new(InFlight::default()) }).collect();
+        let slots = (0..POOL)
+            .map(|_| Slot { sig: AtomicU64::new(0), state: AtomicU8::new(0), info: UnsafeCell::new(InFlight::default()) })
+            .collect();
         let next = (0..POOL).map(|i| AtomicU32::new(if i + 1 < POOL { i as u32 + 2 } else { 0 })).collect();
         Pool { slots, next, head: AtomicU64::new(1), in_flight: AtomicUsize::new(0), armed: AtomicU64::new(0), high: AtomicUsize::new(0) }
     }
@@ -1118,7 +1122,9 @@ unsafe fn install(table: *mut u8) -> Result<(), String> {
         queue_destroy: std::mem::transmute::<*const c_void, QueueDestroyFn>(needed[16]),
         add_write_index: std::mem::transmute::<*const c_void, AddWriteIndexFn>(needed[17]),
         copy_time: std::mem::transmute::<*const c_void, CopyTimeFn>(needed[18]),
-        wait_any: Some(get(amd, amd_l.signal_wait_any)).filter(|p| !p.is_null()).map(|p| std::mem::transmute::<*const c_void, WaitAnyFn>(p)),
+        wait_any: Some(get(amd, amd_l.signal_wait_any))
+            .filter(|p| !p.is_null())
+            .map(|p| std::mem::transmute::<*const c_void, WaitAnyFn>(p)),
     };
     if FNS.set(fns).is_err() {
         return Err("installed twice".into());

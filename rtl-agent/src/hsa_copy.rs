@@ -32,8 +32,18 @@ type AsyncCopyFn = unsafe extern "C" fn(*mut c_void, u64, *const c_void, u64, us
 /// (..., completion_signal, hsa_amd_sdma_engine_id_t engine_id, bool force_copy_on_sdma)
 type AsyncCopyOnEngineFn = unsafe extern "C" fn(*mut c_void, u64, *const c_void, u64, usize, u32, *const u64, u64, u32, bool) -> i32;
 /// (dst, dst_offset, src, src_offset, range, copy_agent, hsa_amd_copy_direction_t, num_deps, deps, completion)
-type AsyncCopyRectFn =
-    unsafe extern "C" fn(*const PitchedPtr, *const Dim3, *const PitchedPtr, *const Dim3, *const Dim3, u64, u32, u32, *const u64, u64) -> i32;
+type AsyncCopyRectFn = unsafe extern "C" fn(
+    *const PitchedPtr,
+    *const Dim3,
+    *const PitchedPtr,
+    *const Dim3,
+    *const Dim3,
+    u64,
+    u32,
+    u32,
+    *const u64,
+    u64,
+) -> i32;
 type CopyEnableFn = unsafe extern "C" fn(bool) -> i32;
 
 /// `hsa_pitched_ptr_t`.

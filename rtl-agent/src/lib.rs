@@ -295,17 +295,14 @@ fn same_file(a: &OsStr, b: &OsStr) -> bool {
 fn preloaded(own: &str) -> bool {
     let Some(v) = std::env::var_os("LD_PRELOAD") else { return false };
     let own_base = own.rsplit('/').next().unwrap_or(own);
-    v.as_bytes()
-        .split(|&c| c == b':' || c.is_ascii_whitespace())
-        .filter(|e| !e.is_empty())
-        .any(|e| {
-            let e = OsStr::from_bytes(e);
-            if e.as_bytes().contains(&b'/') {
-                same_file(e, OsStr::new(own))
-            } else {
-                e.as_bytes() == own_base.as_bytes()
-            }
-        })
+    v.as_bytes().split(|&c| c == b':' || c.is_ascii_whitespace()).filter(|e| !e.is_empty()).any(|e| {
+        let e = OsStr::from_bytes(e);
+        if e.as_bytes().contains(&b'/') {
+            same_file(e, OsStr::new(own))
+        } else {
+            e.as_bytes() == own_base.as_bytes()
+        }
+    })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -330,9 +327,8 @@ pub(crate) fn start(trigger: Trigger) {
         let mut p = path.as_bytes().to_vec();
         p.push(0);
         // SAFETY: NUL-terminated path.
-        let fd = unsafe {
-            libc::open(p.as_ptr() as *const c_char, libc::O_WRONLY | libc::O_CREAT | libc::O_APPEND | libc::O_CLOEXEC, 0o644)
-        };
+        let fd =
+            unsafe { libc::open(p.as_ptr() as *const c_char, libc::O_WRONLY | libc::O_CREAT | libc::O_APPEND | libc::O_CLOEXEC, 0o644) };
         if fd < 0 {
             say(&format!("RTL_AGENT_DUMP: cannot open {path:?}: {}", std::io::Error::last_os_error()));
         }
@@ -352,13 +348,8 @@ pub(crate) fn start(trigger: Trigger) {
     }
     let tools = std::env::var("HSA_TOOLS_LIB").unwrap_or_default();
     let own_base = own.rsplit('/').next().unwrap_or(&own).to_string();
-    let named = tools.split_ascii_whitespace().any(|e| {
-        if e.contains('/') {
-            same_file(OsStr::new(e), OsStr::new(&own))
-        } else {
-            e == own_base
-        }
-    });
+    let named =
+        tools.split_ascii_whitespace().any(|e| if e.contains('/') { same_file(OsStr::new(e), OsStr::new(&own)) } else { e == own_base });
     HSA_TOOL_NAMED.store(named, Relaxed);
     let inj = std::env::var("CUDA_INJECTION64_PATH").unwrap_or_default();
     let inj_named = !inj.is_empty() && (same_file(OsStr::new(&inj), OsStr::new(&own)) || inj == own_base);
@@ -393,9 +384,7 @@ pub(crate) fn start(trigger: Trigger) {
             install_hooks();
             PHASE.store(INACTIVE, Release);
             if !HSA_TOOL_NAMED.load(Relaxed) {
-                say(&format!(
-                    "RTL_AGENT_GPU=hsa needs the agent in HSA_TOOLS_LIB (HSA_TOOLS_LIB={own}); no GPU times"
-                ));
+                say(&format!("RTL_AGENT_GPU=hsa needs the agent in HSA_TOOLS_LIB (HSA_TOOLS_LIB={own}); no GPU times"));
                 publish::publish_meta(0);
             }
             return;

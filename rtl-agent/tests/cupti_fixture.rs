@@ -91,8 +91,13 @@ fn measured_region_has_every_op_kind_on_the_launching_thread() {
     // CUPTI links a kernel to the outermost API call it saw: graph replays to the runtime call
     // (measured: cudaGraphLaunch_v10000), eager launches to cudaLaunchKernel_v7000 or, for
     // launches made through the driver API directly, cuLaunchKernel.
-    assert!(graph_api.iter().all(|n| n.starts_with(b"cudaGraphLaunch") || n.starts_with(b"cuGraphLaunch")), "{:?}", String::from_utf8_lossy(&graph_api[0]));
-    let eager_api: Vec<_> = kernels.iter().filter(|o| o.flags & wire::OP_IS_GRAPH == 0).map(|o| strings.get(o.api_name_id).unwrap().2.to_vec()).collect();
+    assert!(
+        graph_api.iter().all(|n| n.starts_with(b"cudaGraphLaunch") || n.starts_with(b"cuGraphLaunch")),
+        "{:?}",
+        String::from_utf8_lossy(&graph_api[0])
+    );
+    let eager_api: Vec<_> =
+        kernels.iter().filter(|o| o.flags & wire::OP_IS_GRAPH == 0).map(|o| strings.get(o.api_name_id).unwrap().2.to_vec()).collect();
     assert!(eager_api.iter().all(|n| n.starts_with(b"cuLaunchKernel") || n.starts_with(b"cudaLaunchKernel")));
     let copies: Vec<_> = inside.iter().filter(|o| o.op == OpKind::Copy as u8).collect();
     assert_eq!(copies.iter().filter(|o| o.copy_kind == 1).count(), 2, "H2D");

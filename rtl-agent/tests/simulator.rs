@@ -140,12 +140,8 @@ fn check_exact(r: &Run) -> (usize, usize) {
 /// `only_profiled`: skip truth ops whose API call ran before the agent enabled profiling.
 fn check(r: &Run, only_profiled: bool) -> (usize, usize) {
     // (pid, name, seq): roctx calls have their own sequence numbers.
-    let apis: HashMap<(u64, &str, u64), &Obj> = r
-        .truth
-        .iter()
-        .filter(|o| o["type"] == "api")
-        .map(|o| ((u(o, "pid"), o["name"].as_str(), u(o, "seq")), o))
-        .collect();
+    let apis: HashMap<(u64, &str, u64), &Obj> =
+        r.truth.iter().filter(|o| o["type"] == "api").map(|o| ((u(o, "pid"), o["name"].as_str(), u(o, "seq")), o)).collect();
     let mut pool: HashMap<(u64, u64, u64, u32, u32), Vec<(u32, wire::GpuOp)>> = HashMap::new();
     for (&pid, p) in &r.procs {
         assert_eq!(p.dangling_ids, 0, "pid {pid}: every string id was sent before use");
@@ -174,10 +170,7 @@ fn check(r: &Run, only_profiled: bool) -> (usize, usize) {
         n += 1;
         let pid = u(t, "pid");
         let key = (pid, u(t, "start_rt"), u(t, "end_rt"), u(t, "device") as u32, u(t, "queue") as u32);
-        let (_, o) = pool
-            .get_mut(&key)
-            .and_then(|v| v.pop())
-            .unwrap_or_else(|| panic!("truth op missing from the agent's output: {t:?}"));
+        let (_, o) = pool.get_mut(&key).and_then(|v| v.pop()).unwrap_or_else(|| panic!("truth op missing from the agent's output: {t:?}"));
         let p = &r.procs[&(pid as u32)];
         let kind = match t["op"].as_str() {
             "dispatch" => OpKind::Dispatch,
@@ -238,7 +231,12 @@ fn demo_v010_small_chunks() {
 #[test]
 fn demo_v0_drain_many_chunks() {
     // v0: no callback, GetRecords with chunks of 7 (partial last chunk: the guarded loop).
-    let r = run("demo-v0", "demo", &["--iters", "20"], &[("ROCM_SIM_PROFILER", "v0"), ("ROCM_SIM_PROFILER_CHUNK", "7"), ("RTL_AGENT_DRAIN_MS", "1")]);
+    let r = run(
+        "demo-v0",
+        "demo",
+        &["--iters", "20"],
+        &[("ROCM_SIM_PROFILER", "v0"), ("ROCM_SIM_PROFILER_CHUNK", "7"), ("RTL_AGENT_DRAIN_MS", "1")],
+    );
     check_exact(&r);
     let p = r.procs.values().next().unwrap();
     assert_eq!(p.infos[0].profiler_api, wire::API_V0);
@@ -258,14 +256,24 @@ fn graph_replay_spill_lists() {
 /// of 16 384: the callback publishes instead of dropping.
 #[test]
 fn graph_burst_larger_than_the_queue() {
-    let r = run("burst", "graph_replay", &["--nodes", "2000", "--replays", "40"], &[("ROCM_SIM_PROFILER_CHUNK", "50"), ("ROCM_SIM_KERNEL_DEFAULT_NS", "200")]);
+    let r = run(
+        "burst",
+        "graph_replay",
+        &["--nodes", "2000", "--replays", "40"],
+        &[("ROCM_SIM_PROFILER_CHUNK", "50"), ("ROCM_SIM_KERNEL_DEFAULT_NS", "200")],
+    );
     let (n, graph) = check_exact(&r);
     assert!(graph >= 80_000, "{graph} of {n}");
 }
 
 #[test]
 fn graph_replay_v0_threads() {
-    let r = run("graph-v0", "graph_replay", &["--nodes", "200", "--replays", "4", "--threads", "4", "--mode", "thread_local"], &[("ROCM_SIM_PROFILER", "v0"), ("ROCM_SIM_PROFILER_CHUNK", "64")]);
+    let r = run(
+        "graph-v0",
+        "graph_replay",
+        &["--nodes", "200", "--replays", "4", "--threads", "4", "--mode", "thread_local"],
+        &[("ROCM_SIM_PROFILER", "v0"), ("ROCM_SIM_PROFILER_CHUNK", "64")],
+    );
     let (_, graph) = check_exact(&r);
     assert!(graph >= 3200);
 }
@@ -287,11 +295,7 @@ fn no_profiler_api_warns_once_runs_untouched() {
     let warn: Vec<&str> = r.stderr.lines().filter(|l| l.starts_with("rtl-agent")).collect();
     assert_eq!(warn.len(), 1, "{}", r.stderr);
     assert!(warn[0].contains("hipProfiler*Ext") && warn[0].contains("ROCm 7.13") && warn[0].contains("HSA mode"), "{}", warn[0]);
-    assert_eq!(
-        String::from_utf8_lossy(&base.stderr).lines().count(),
-        r.stderr.lines().count() - 1,
-        "nothing else added"
-    );
+    assert_eq!(String::from_utf8_lossy(&base.stderr).lines().count(), r.stderr.lines().count() - 1, "nothing else added");
     let p = r.procs.values().next().unwrap();
     assert!(p.ops.is_empty());
     assert_eq!(p.infos[0].status, Status::ApiMissing as u8);
@@ -304,7 +308,11 @@ fn no_profiler_api_warns_once_runs_untouched() {
 fn lazy_dlopen_found_by_the_publisher_thread() {
     let dir = scratch("lazy-build");
     let app = dir.join("lazyapp");
-    sh(Command::new("cc").args(["-O2", "-o"]).arg(&app).arg(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/lazyapp.c")).arg("-ldl"));
+    sh(Command::new("cc")
+        .args(["-O2", "-o"])
+        .arg(&app)
+        .arg(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/lazyapp.c"))
+        .arg("-ldl"));
     let r = run_with("lazy", &app, &["25", "600"], &[], true);
     let (n, _) = check_exact(&r);
     assert_eq!(n, 25);
@@ -411,7 +419,9 @@ fn check_hsa_full(r: &Run, graphs: bool) -> HsaCheck {
     let mut sdma = 0;
     let mut take = |t: &Obj| -> wire::GpuOp {
         let pid = u(t, "pid");
-        pool.get_mut(&(pid, u(t, "start"), u(t, "end"), u(t, "device") as u32)).and_then(|v| v.pop()).unwrap_or_else(|| panic!("missing: {t:?}"))
+        pool.get_mut(&(pid, u(t, "start"), u(t, "end"), u(t, "device") as u32))
+            .and_then(|v| v.pop())
+            .unwrap_or_else(|| panic!("missing: {t:?}"))
     };
     for t in r.truth.iter().filter(|o| o["type"] == "op") {
         let pid = u(t, "pid");
@@ -464,8 +474,12 @@ fn check_hsa_full(r: &Run, graphs: bool) -> HsaCheck {
     }
     let extra: Vec<_> = pool.values().flatten().collect();
     assert!(extra.is_empty(), "ops not in the truth: {} e.g. {:?}", extra.len(), extra.first());
-    let apis: HashMap<(u64, u64), &Obj> =
-        r.truth.iter().filter(|o| o["type"] == "api" && o.get("lib").map(String::as_str) != Some("roctx")).map(|o| ((u(o, "pid"), u(o, "seq")), o)).collect();
+    let apis: HashMap<(u64, u64), &Obj> = r
+        .truth
+        .iter()
+        .filter(|o| o["type"] == "api" && o.get("lib").map(String::as_str) != Some("roctx"))
+        .map(|o| ((u(o, "pid"), u(o, "seq")), o))
+        .collect();
     let ops_on = |pid: u64, dev: u64, queue: u64| -> Vec<&Obj> {
         r.truth.iter().filter(|o| o["type"] == "op" && u(o, "pid") == pid && u(o, "device") == dev && u(o, "queue") == queue).collect()
     };
@@ -481,11 +495,28 @@ fn check_hsa_full(r: &Run, graphs: bool) -> HsaCheck {
         let i = (0..barriers.len())
             .find(|&i| {
                 let (p, o) = &barriers[i];
-                !used_b[i] && *p == pid && o.device as u64 == u(t, "device") && o.tid as u64 == u(t, "api_tid") && o.gpu_begin_ns <= ts
-                    && o.gpu_end_ns >= te && o.cpu_start_ns >= u(call, "start") && o.cpu_start_ns <= u(call, "end")
+                !used_b[i]
+                    && *p == pid
+                    && o.device as u64 == u(t, "device")
+                    && o.tid as u64 == u(t, "api_tid")
+                    && o.gpu_begin_ns <= ts
+                    && o.gpu_end_ns >= te
+                    && o.cpu_start_ns >= u(call, "start")
+                    && o.cpu_start_ns <= u(call, "end")
             })
             .unwrap_or_else(|| {
-                let near: Vec<_> = barriers.iter().filter(|(p, o)| *p == pid && o.tid as u64 == u(t, "api_tid")).map(|(_, o)| (o.gpu_begin_ns as i64 - ts as i64, o.gpu_end_ns as i64 - te as i64, o.cpu_start_ns as i64 - u(call, "start") as i64, o.device)).collect();
+                let near: Vec<_> = barriers
+                    .iter()
+                    .filter(|(p, o)| *p == pid && o.tid as u64 == u(t, "api_tid"))
+                    .map(|(_, o)| {
+                        (
+                            o.gpu_begin_ns as i64 - ts as i64,
+                            o.gpu_end_ns as i64 - te as i64,
+                            o.cpu_start_ns as i64 - u(call, "start") as i64,
+                            o.device,
+                        )
+                    })
+                    .collect();
                 panic!("barrier missing: {t:?}\nbarriers of that thread (begin-start, end-end, submit-call start, device): {near:?}")
             });
         used_b[i] = true;
@@ -494,7 +525,10 @@ fn check_hsa_full(r: &Run, graphs: bool) -> HsaCheck {
             if q == t {
                 continue;
             }
-            assert!(u(q, "end") <= o.gpu_begin_ns || u(q, "start") >= o.gpu_end_ns, "barrier span {o:?} overlaps another op of its queue {q:?}");
+            assert!(
+                u(q, "end") <= o.gpu_begin_ns || u(q, "start") >= o.gpu_end_ns,
+                "barrier span {o:?} overlaps another op of its queue {q:?}"
+            );
         }
         c.barriers += 1;
     }
@@ -510,8 +544,14 @@ fn check_hsa_full(r: &Run, graphs: bool) -> HsaCheck {
         let (pid, rs, re) = (u(rp, "pid"), u(rp, "start"), u(rp, "end"));
         let call = apis[&(pid, u(rp, "api_seq"))];
         let found = spans.iter().enumerate().find(|(i, (p, o))| {
-            !used[*i] && *p == pid && o.device as u64 == u(rp, "device") && o.tid as u64 == u(rp, "api_tid") && o.gpu_begin_ns <= rs && o.gpu_end_ns >= re
-                && o.cpu_start_ns >= u(call, "start") && o.cpu_start_ns <= u(call, "end")
+            !used[*i]
+                && *p == pid
+                && o.device as u64 == u(rp, "device")
+                && o.tid as u64 == u(rp, "api_tid")
+                && o.gpu_begin_ns <= rs
+                && o.gpu_end_ns >= re
+                && o.cpu_start_ns >= u(call, "start")
+                && o.cpu_start_ns <= u(call, "end")
         });
         let (i, (_, o)) = found.unwrap_or_else(|| panic!("no span for {rp:?} in {spans:?}"));
         used[i] = true;
@@ -584,7 +624,12 @@ fn hsa_mode_rocm6_table() {
 fn hsa_mode_blit_copies_and_memsets() {
     // Forked workers end with _exit: the preloaded agent flushes there.
     let so = agent_so();
-    let r = run_hsa("hsa-serve-blits", "serve_sim", &["--workers", "2", "--threads", "2", "--requests", "4"], &[("LD_PRELOAD", so.to_str().unwrap())]);
+    let r = run_hsa(
+        "hsa-serve-blits",
+        "serve_sim",
+        &["--workers", "2", "--threads", "2", "--requests", "4"],
+        &[("LD_PRELOAD", so.to_str().unwrap())],
+    );
     let c = check_hsa_full(&r, false);
     assert!(c.blits >= 2 * 2 * (1 + 4), "a memset per thread and a D2D copy per request: {c:?}");
     assert!(c.engine_copies > 0 && c.spans > 0, "{c:?}");

@@ -10,14 +10,21 @@ fn exports_and_first_instruction() {
     let so = agent_so();
     let t = sh(Command::new("objdump").arg("-T").arg(&so));
     let t = String::from_utf8_lossy(&t.stdout);
-    let exported: Vec<&str> = t.lines().filter(|l| l.contains(" g ") && l.contains(".text")).filter_map(|l| l.split_whitespace().last()).collect();
+    let exported: Vec<&str> =
+        t.lines().filter(|l| l.contains(" g ") && l.contains(".text")).filter_map(|l| l.split_whitespace().last()).collect();
     for s in ["rtl_agent_publish", "OnLoad", "OnUnload", "InitializeInjection", "_exit", "_Exit"] {
         assert!(exported.contains(&s), "{s} not exported: {exported:?}");
     }
     assert_eq!(exported.len(), 6, "nothing else exported: {exported:?}");
     let d = sh(Command::new("objdump").args(["-d", "--no-show-raw-insn", "--disassemble=rtl_agent_publish"]).arg(&so));
     let d = String::from_utf8_lossy(&d.stdout);
-    let body: Vec<&str> = d.lines().skip_while(|l| !l.contains("<rtl_agent_publish>:")).skip(1).take(4).map(|l| l.split(':').nth(1).unwrap_or("").trim()).collect();
+    let body: Vec<&str> = d
+        .lines()
+        .skip_while(|l| !l.contains("<rtl_agent_publish>:"))
+        .skip(1)
+        .take(4)
+        .map(|l| l.split(':').nth(1).unwrap_or("").trim())
+        .collect();
     assert_eq!(body[0], "push   %rbp", "{d}");
     assert_eq!(body[1..], ["mov    %rsp,%rbp", "pop    %rbp", "ret"], "{d}");
     let ldd = sh(Command::new("ldd").arg(&so));

@@ -482,23 +482,46 @@ const _: () = {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DecodeError {
     /// Fewer bytes than a batch header.
-    TooShort { have: usize },
+    TooShort {
+        have: usize,
+    },
     BadMagic(u32),
     BadVersion(u16),
     BadHeaderLen(u16),
     /// `total_len` disagrees with the bytes given (or exceeds them, for [`decode_prefix`]).
-    BadTotalLen { total_len: u32, have: usize },
+    BadTotalLen {
+        total_len: u32,
+        have: usize,
+    },
     /// A record header or body runs past the end of the batch (e.g. `record_count` too high).
-    RecordPastEnd { offset: usize, index: u32 },
+    RecordPastEnd {
+        offset: usize,
+        index: u32,
+    },
     /// A record length that is not a multiple of 8, too small, or wrong for its kind.
-    BadRecordLen { offset: usize, kind: u16, len: u32 },
-    UnknownKind { offset: usize, kind: u16 },
+    BadRecordLen {
+        offset: usize,
+        kind: u16,
+        len: u32,
+    },
+    UnknownKind {
+        offset: usize,
+        kind: u16,
+    },
     /// A string whose `len` does not match its record length or exceeds [`STRING_MAX`].
-    BadString { offset: usize, len: u32 },
+    BadString {
+        offset: usize,
+        len: u32,
+    },
     /// An enum field out of range (`field` names it).
-    BadField { offset: usize, field: &'static str },
+    BadField {
+        offset: usize,
+        field: &'static str,
+    },
     /// Bytes left after `record_count` records.
-    TrailingBytes { offset: usize },
+    TrailingBytes {
+        offset: usize,
+    },
 }
 
 impl core::fmt::Display for DecodeError {
@@ -844,8 +867,7 @@ impl<'a> BatchWriter<'a> {
     /// Appends a string record, cut to [`STRING_MAX`] bytes (flagged). False if it does not fit
     /// or `id` is 0.
     pub fn push_string(&mut self, id: u32, kind: u8, flags: u8, bytes: &[u8]) -> bool {
-        let (bytes, flags) =
-            if bytes.len() > STRING_MAX { (&bytes[..STRING_MAX], flags | STR_TRUNCATED) } else { (bytes, flags) };
+        let (bytes, flags) = if bytes.len() > STRING_MAX { (&bytes[..STRING_MAX], flags | STR_TRUNCATED) } else { (bytes, flags) };
         let len = Self::string_record_len(bytes.len());
         if id == 0 || self.room() < len {
             return false;
@@ -1036,7 +1058,16 @@ mod tests {
         let mut o = op(3);
         o.hdr = RecordHeader { kind: RecordKind::GpuOp as u16, _reserved: 0, len: 152 };
         let i = Info { hdr: RecordHeader { kind: RecordKind::Info as u16, _reserved: 0, len: 32 }, source: 1, ..Default::default() };
-        let h = BatchHeader { magic: MAGIC, version: 1, header_len: 32, total_len: 32 + 152 + 32, record_count: 2, pid: 5, flags: 0, batch_seq: 0 };
+        let h = BatchHeader {
+            magic: MAGIC,
+            version: 1,
+            header_len: 32,
+            total_len: 32 + 152 + 32,
+            record_count: 2,
+            pid: 5,
+            flags: 0,
+            batch_seq: 0,
+        };
         b.extend_from_slice(as_bytes(&h));
         b.extend_from_slice(&as_bytes(&o)[..152]);
         b.extend_from_slice(&as_bytes(&i)[..32]);

@@ -12,9 +12,8 @@
 
 use aya_ebpf::{
     helpers::{
-        bpf_get_current_pid_tgid, bpf_get_current_task, bpf_ktime_get_ns, bpf_probe_read_kernel,
-        bpf_probe_read_kernel_str_bytes, bpf_probe_read_user, bpf_probe_read_user_str_bytes,
-        generated::bpf_get_attach_cookie,
+        bpf_get_current_pid_tgid, bpf_get_current_task, bpf_ktime_get_ns, bpf_probe_read_kernel, bpf_probe_read_kernel_str_bytes,
+        bpf_probe_read_user, bpf_probe_read_user_str_bytes, generated::bpf_get_attach_cookie,
     },
     macros::{map, raw_tracepoint, uprobe, uretprobe},
     maps::{Array, HashMap, PerCpuArray, RingBuf},
@@ -22,8 +21,8 @@ use aya_ebpf::{
     EbpfContext,
 };
 use rtl_common::{
-    config, cookie, counter, AgentBatch, ApiEnter, ApiEnterShort, ApiExit, EventHeader, EventKind, ExecEvent,
-    StringEnter, TaskEvent, AGENT_BATCH_MAX, EXEC_ARGS_LEN, MAX_ARGS, MAX_STACK_ARGS, RINGBUF_BYTES,
+    config, cookie, counter, AgentBatch, ApiEnter, ApiEnterShort, ApiExit, EventHeader, EventKind, ExecEvent, StringEnter, TaskEvent,
+    AGENT_BATCH_MAX, EXEC_ARGS_LEN, MAX_ARGS, MAX_STACK_ARGS, RINGBUF_BYTES,
 };
 
 #[map]
@@ -567,7 +566,6 @@ pub fn task_exit(_ctx: RawTracePointContext) -> u32 {
     if traced((pid_tgid >> 32) as u32) {
         let kind = if killed_by_exec() { EventKind::ExecKill } else { EventKind::ThreadExit };
         task_event(kind, pid_tgid, 0);
-
     }
     0
 }

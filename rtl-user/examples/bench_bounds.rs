@@ -48,7 +48,12 @@ fn main() -> anyhow::Result<()> {
         let t = Instant::now();
         let sym = cpp_demangle::Symbol::new(name.as_str())?;
         let full = sym.demangle(&cpp_demangle::DemangleOptions::default())?;
-        println!("  unbounded  {levels:>2} levels, {:>3}-byte name: {:>11} bytes in {:>8.3} s", name.len(), full.len(), t.elapsed().as_secs_f64());
+        println!(
+            "  unbounded  {levels:>2} levels, {:>3}-byte name: {:>11} bytes in {:>8.3} s",
+            name.len(),
+            full.len(),
+            t.elapsed().as_secs_f64()
+        );
     }
     for levels in [22, 40] {
         let name = exploding_name(levels);

@@ -16,9 +16,7 @@ fn generate(db: &PathBuf, rows: i64) -> anyhow::Result<()> {
     let tmp = db.with_extension("tmp");
     let _ = std::fs::remove_file(&tmp);
     let c = rusqlite::Connection::open(&tmp)?;
-    c.execute_batch(
-        "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA cache_size = -1000000;",
-    )?;
+    c.execute_batch("PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA cache_size = -1000000;")?;
     c.execute_batch(schema::TABLES)?;
     c.execute_batch(schema::VIEWS)?;
     c.execute_batch(schema::SEED)?;
@@ -47,25 +45,14 @@ fn generate(db: &PathBuf, rows: i64) -> anyhow::Result<()> {
             "INSERT INTO rocpd_string(id, string) VALUES (?1, ?2)",
             rusqlite::params![
                 2 + i,
-                format!(
-                    "{}{}",
-                    apis[i as usize % apis.len()],
-                    if i >= 10 {
-                        format!("_v{i}")
-                    } else {
-                        String::new()
-                    }
-                )
+                format!("{}{}", apis[i as usize % apis.len()], if i >= 10 { format!("_v{i}") } else { String::new() })
             ],
         )?;
     }
     for i in 0..200 {
         c.execute(
             "INSERT INTO rocpd_string(id, string) VALUES (?1, ?2)",
-            rusqlite::params![
-                42 + i,
-                format!("void gemm_kernel<float, {i}>(float const*, float*, int)")
-            ],
+            rusqlite::params![42 + i, format!("void gemm_kernel<float, {i}>(float const*, float*, int)")],
         )?;
     }
     c.execute_batch("INSERT INTO rocpd_string(id, string) VALUES (242, 'KernelExecution'), (243, 'CopyHostToDevice');")?;
@@ -110,61 +97,27 @@ fn generate(db: &PathBuf, rows: i64) -> anyhow::Result<()> {
 
 fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
-    let rows: i64 = args
-        .next()
-        .map(|s| s.replace('_', "").parse())
-        .transpose()?
-        .unwrap_or(10_000_000);
-    let db = args
-        .next()
-        .map(PathBuf::from)
-        .unwrap_or_else(|| std::env::temp_dir().join(format!("rtl-bench-summary-{rows}.db")));
+    let rows: i64 = args.next().map(|s| s.replace('_', "").parse()).transpose()?.unwrap_or(10_000_000);
+    let db = args.next().map(PathBuf::from).unwrap_or_else(|| std::env::temp_dir().join(format!("rtl-bench-summary-{rows}.db")));
     if !db.exists() {
         let t = Instant::now();
         generate(&db, rows)?;
-        eprintln!(
-            "generated {} ({rows} API rows) in {:.1} s",
-            db.display(),
-            t.elapsed().as_secs_f64()
-        );
+        eprintln!("generated {} ({rows} API rows) in {:.1} s", db.display(), t.elapsed().as_secs_f64());
     }
     let t = Instant::now();
     let data = rtl_user::read::summary_data(&db, 20)?;
-    println!(
-        "summary_data: {:.2} s; scans (parallel): {:?}",
-        t.elapsed().as_secs_f64(),
-        data.timings
-    );
+    println!("summary_data: {:.2} s; scans (parallel): {:?}", t.elapsed().as_secs_f64(), data.timings);
     let mut text = Vec::new();
     let t = Instant::now();
-    summary(
-        &db,
-        &SummaryOptions {
-            json: false,
-            html: None,
-            top: 20,
-        },
-        &mut text,
-    )?;
+    summary(&db, &SummaryOptions { json: false, html: None, top: 20 }, &mut text)?;
     let s_text = t.elapsed().as_secs_f64();
     let mut json = Vec::new();
     let t = Instant::now();
-    summary(
-        &db,
-        &SummaryOptions {
-            json: true,
-            html: None,
-            top: 20,
-        },
-        &mut json,
-    )?;
+    summary(&db, &SummaryOptions { json: true, html: None, top: 20 }, &mut json)?;
     let s_json = t.elapsed().as_secs_f64();
     if std::env::var_os("BENCH_SHOW").is_some() {
         println!("{}", String::from_utf8_lossy(&text));
     }
-    println!(
-        "summary of {rows} API rows ({}): {s_text:.2} s (text), {s_json:.2} s (--json)",
-        db.display()
-    );
+    println!("summary of {rows} API rows ({}): {s_text:.2} s (text), {s_json:.2} s (--json)", db.display());
     Ok(())
 }

@@ -23,7 +23,14 @@ fn main() -> anyhow::Result<()> {
     let mut ts = 1_000_000_000u64;
     for id in 1..=calls {
         ts += 1000;
-        batch.push(Row::Api(ApiRow { id, pid: 4242, tid: 4242 + (id % 4) as u32, start: ts, end: ts + 400, name: names[(id % 3) as usize].clone() }));
+        batch.push(Row::Api(ApiRow {
+            id,
+            pid: 4242,
+            tid: 4242 + (id % 4) as u32,
+            start: ts,
+            end: ts + 400,
+            name: names[(id % 3) as usize].clone(),
+        }));
         batch.push(Row::RtlApi(RtlApiRow { id, ret: Some(0), status: CallStatus::Complete, a: [Some(id), None, None, None] }));
         if batch.len() >= 8192 {
             w.write(&batch)?;

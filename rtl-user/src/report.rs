@@ -77,11 +77,7 @@ pub fn session_summary_text(o: &Outcome) -> Result<String> {
             abandoned as f64 / (1u64 << 20) as f64
         );
     }
-    let _ = writeln!(
-        w,
-        "{} API calls from {} processes written, {} GPU/marker ops; {loss}",
-        o.written.api_rows, procs, o.written.op_rows,
-    );
+    let _ = writeln!(w, "{} API calls from {} processes written, {} GPU/marker ops; {loss}", o.written.api_rows, procs, o.written.op_rows,);
     for line in gpu_source_lines(&conn)? {
         let _ = writeln!(w, "{line}");
     }

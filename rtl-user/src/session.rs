@@ -24,10 +24,10 @@ use crate::collect::spool::{Chunk, Spool, SpoolOptions};
 use crate::error::Fatal;
 use crate::join::rows::Row;
 use crate::join::Joiner;
+use crate::pid_watch::PidWatch;
 use crate::probe::library::{LibKind, LibraryFile, Runtime};
 use crate::probe::loader::{Detached, LoadOptions, Probes};
 use crate::probe::scan::{Find, Scanner};
-use crate::pid_watch::PidWatch;
 use crate::run_as::RunAs;
 use crate::trace::writer::{TraceWriter, WriterStats};
 use crate::{clock, report};
@@ -141,10 +141,9 @@ pub fn run(mode: Mode, opts: &TraceOpts) -> Result<Outcome> {
         .collect();
     let finds = match &mode {
         Mode::Pids(p) => vec![Find::Mapped { pids: p.clone(), with_loader: false }, Find::Opened(extra)],
-        Mode::All => vec![
-            Find::Installed { runtime: opts.runtime, ld_library_path: None, extra: opts.libs.clone(), command: None },
-            Find::Anywhere,
-        ],
+        Mode::All => {
+            vec![Find::Installed { runtime: opts.runtime, ld_library_path: None, extra: opts.libs.clone(), command: None }, Find::Anywhere]
+        }
         Mode::Run(cmd) => vec![Find::Installed {
             runtime: opts.runtime,
             ld_library_path: child_env_ld.clone(),
@@ -283,9 +282,7 @@ pub fn run(mode: Mode, opts: &TraceOpts) -> Result<Outcome> {
                 match msg {
                     WriterMsg::Rows(rows) => writer.write(&rows)?,
                     WriterMsg::Meta(t, v) => writer.set_meta(&t, &v)?,
-                    WriterMsg::Library { path, dev, ino, probes, missing } => {
-                        writer.add_library(&path, dev, ino, probes, &missing)?
-                    }
+                    WriterMsg::Library { path, dev, ino, probes, missing } => writer.add_library(&path, dev, ino, probes, &missing)?,
                 }
             }
             writer.finish()
@@ -319,7 +316,8 @@ pub fn run(mode: Mode, opts: &TraceOpts) -> Result<Outcome> {
         let _in_rt = rt.enter();
         LoaderStops::new(probes.take_loader_events()?)?
     };
-    let result = rt.block_on(event_loop(&mut probes, &mut spool, &mut stops, &mut scanner, watch, signals, &mut joiner, &tx, &mode, opts, child));
+    let result =
+        rt.block_on(event_loop(&mut probes, &mut spool, &mut stops, &mut scanner, watch, signals, &mut joiner, &tx, &mode, opts, child));
     // Nothing is stopped from here on; whatever the loop did not get to is continued now.
     if let Err(e) = probes.quiesce() {
         say(format!("could not quiesce the probes: {e:#}"));
@@ -426,7 +424,9 @@ pub fn run(mode: Mode, opts: &TraceOpts) -> Result<Outcome> {
             let _ = tx.blocking_send(WriterMsg::Meta("detach_ms".into(), format!("{ms:.1}")));
         }
         Ok(Detached::Background { pid }) => {
-            say(format!("probes quiesced; this kernel has no uprobe_multi links, so it removes them one by one in the background (pid {pid})"));
+            say(format!(
+                "probes quiesced; this kernel has no uprobe_multi links, so it removes them one by one in the background (pid {pid})"
+            ));
             let _ = tx.blocking_send(WriterMsg::Meta("detach_ms".into(), "background".into()));
         }
         Err(e) => say(format!("probes removed in the foreground: {e:#}")),
@@ -749,7 +749,14 @@ struct LoopEnd {
 
 /// Decodes and joins the records of one backlog chunk into `rows` (at most a chunk's worth:
 /// ~6 000 calls per MiB); the caller hands them to the writer.
-fn consume(spool: &mut Spool, chunk: Chunk, joiner: &mut Joiner, rows: &mut Vec<Row>, tracked: &mut HashSet<u32>, mode: &Mode) -> Result<()> {
+fn consume(
+    spool: &mut Spool,
+    chunk: Chunk,
+    joiner: &mut Joiner,
+    rows: &mut Vec<Row>,
+    tracked: &mut HashSet<u32>,
+    mode: &Mode,
+) -> Result<()> {
     spool.consume(chunk, |item| {
         match decode(item) {
             Ok(ev) => {
@@ -869,8 +876,7 @@ impl HeldChild {
 fn spawn_held(cmd: &[String], env: &[CString], run_as: Option<&RunAs>) -> Result<HeldChild> {
     let mut envp: Vec<*const libc::c_char> = env.iter().map(|e| e.as_ptr()).collect();
     envp.push(std::ptr::null());
-    let argv: Vec<CString> =
-        cmd.iter().map(|a| CString::new(a.as_bytes())).collect::<Result<_, _>>().context("argument contains NUL")?;
+    let argv: Vec<CString> = cmd.iter().map(|a| CString::new(a.as_bytes())).collect::<Result<_, _>>().context("argument contains NUL")?;
     let mut argv_ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
     argv_ptrs.push(std::ptr::null());
     let mut fds = [0; 2];

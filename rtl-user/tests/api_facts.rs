@@ -57,17 +57,8 @@ fn nm_functions(lib: &str) -> Vec<String> {
 #[test]
 fn hip_header_return_table_is_current() {
     // rtl-user/src/probe/hip_returns.rs is generated from /usr/include/hip by this script.
-    let out = Command::new("python3")
-        .arg(root().join("tests/tools/gen_hip_returns.py"))
-        .arg("--check")
-        .output()
-        .expect("python3");
-    assert!(
-        out.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = Command::new("python3").arg(root().join("tests/tools/gen_hip_returns.py")).arg("--check").output().expect("python3");
+    assert!(out.status.success(), "{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
 }
 
 #[test]
@@ -206,7 +197,14 @@ fn only_error_codes_count_as_failures() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|e| (e["api"].as_str().unwrap().into(), e["ret"].as_i64().unwrap(), e["error"].as_str().unwrap().into(), e["calls"].as_i64().unwrap()))
+        .map(|e| {
+            (
+                e["api"].as_str().unwrap().into(),
+                e["ret"].as_i64().unwrap(),
+                e["error"].as_str().unwrap().into(),
+                e["calls"].as_i64().unwrap(),
+            )
+        })
         .collect();
     errors.sort();
     assert_eq!(
@@ -267,12 +265,22 @@ fn entry_points_without_push_rbp_are_counted_exactly() {
     // registers, i.e. once per call site in it (straight-line code, run once at load).
     let demo = workload("demo");
     let dis = Command::new("objdump").arg("-d").arg(&demo).output().expect("objdump (binutils)");
-    let sites = |f: &str| String::from_utf8_lossy(&dis.stdout).lines().filter(|l| l.contains("call") && l.contains(&format!("<{f}@plt>"))).count();
+    let sites =
+        |f: &str| String::from_utf8_lossy(&dis.stdout).lines().filter(|l| l.contains("call") && l.contains(&format!("<{f}@plt>"))).count();
     let (reg_fn, reg_bin) = (sites("__hipRegisterFunction"), sites("__hipRegisterFatBinary"));
     assert!(reg_fn > 0 && reg_bin > 0, "{reg_fn} {reg_bin}");
     let (db, tr) = (d.path().join("demo.db"), d.path().join("demo.jsonl"));
     let out = Command::new(rtl())
-        .args(["run", "--quiet", "--apis", "__hipRegisterFunction,__hipRegisterFatBinary,__hipPushCallConfiguration", "-o", db.to_str().unwrap(), "--", "env"])
+        .args([
+            "run",
+            "--quiet",
+            "--apis",
+            "__hipRegisterFunction,__hipRegisterFatBinary,__hipPushCallConfiguration",
+            "-o",
+            db.to_str().unwrap(),
+            "--",
+            "env",
+        ])
         .arg(format!("RTL_WORKLOAD_TRUTH={}", tr.display()))
         .arg(&demo)
         .env_remove("LD_LIBRARY_PATH")

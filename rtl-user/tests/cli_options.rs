@@ -43,7 +43,9 @@ fn cli_a_closed_stdout_ends_quietly_with_exit_0() {
     let dbs = db.to_str().unwrap();
     let lib = "/usr/lib/x86_64-linux-gnu/libamdhip64.so.5";
     assert!(Path::new(lib).exists(), "{lib}: Debian's libamdhip64 is needed (apt-get install libamdhip64-5)");
-    for args in [vec!["list-apis", "--lib", lib, "--apis", "all"], vec!["summary", dbs], vec!["summary", "--json", dbs], vec!["summary", "--help"]] {
+    for args in
+        [vec!["list-apis", "--lib", lib, "--apis", "all"], vec!["summary", dbs], vec!["summary", "--json", dbs], vec!["summary", "--help"]]
+    {
         let o = with_closed_stdout(&args);
         assert_eq!(o.status.code(), Some(0), "{args:?}: {}", text(&o));
         assert!(o.stderr.is_empty(), "{args:?} must end quietly: {}", text(&o));
@@ -56,7 +58,8 @@ fn cli_reader_exit_codes_are_the_documented_ones() {
     let db = read_common::sample_trace(&d.path().join("t.db"), "nodeA", 0);
     let dbs = db.to_str().unwrap();
     let junk = d.path().join("junk.db");
-    std::fs::write(&junk, "not a trace at all, but long enough to fill a SQLite header ..............................................").unwrap();
+    std::fs::write(&junk, "not a trace at all, but long enough to fill a SQLite header ..............................................")
+        .unwrap();
     let other = d.path().join("other.db");
     Connection::open(&other).unwrap().execute_batch("CREATE TABLE users(id)").unwrap();
     // Damaged inside (the header and the size are fine): SQLite finds it while reading.
@@ -70,7 +73,8 @@ fn cli_reader_exit_codes_are_the_documented_ones() {
     std::fs::write(&damaged, &bytes).unwrap();
     let damaged = damaged.to_str().unwrap().to_string();
     let missing = d.path().join("missing.db");
-    let (junk, other, missing, dir) = (junk.to_str().unwrap(), other.to_str().unwrap(), missing.to_str().unwrap(), d.path().to_str().unwrap());
+    let (junk, other, missing, dir) =
+        (junk.to_str().unwrap(), other.to_str().unwrap(), missing.to_str().unwrap(), d.path().to_str().unwrap());
     let nowhere = d.path().join("no/such/dir/o.json");
     let nowhere = nowhere.to_str().unwrap();
     let out = d.path().join("o.json");
@@ -114,7 +118,9 @@ fn cli_reader_exit_codes_are_the_documented_ones() {
 #[test]
 fn cli_durations_pids_and_their_forms() {
     use rtl_user::cli::parse_duration;
-    for (s, secs) in [("30", 30.0), ("0.5", 0.5), ("500ms", 0.5), ("5s", 5.0), ("2m", 120.0), ("1h 30m", 5400.0), ("365days", 365.0 * 86400.0)] {
+    for (s, secs) in
+        [("30", 30.0), ("0.5", 0.5), ("500ms", 0.5), ("5s", 5.0), ("2m", 120.0), ("1h 30m", 5400.0), ("365days", 365.0 * 86400.0)]
+    {
         assert_eq!(parse_duration(s), Ok(secs), "{s}");
     }
     for bad in ["0", "-1", "nan", "inf", "1e300", "366days", "", "5 fortnights", "2x"] {
@@ -202,10 +208,9 @@ fn cli_summary_json_has_numbers_a_structured_mode_and_says_what_is_left_out() {
     let o = rtl_out(&["summary", "--json", "--top", "0", db.to_str().unwrap()]);
     let s: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!((s["totals"]["kernels_left_out"].as_i64(), s["totals"]["apis_left_out"].as_i64()), (Some(0), Some(0)));
-    for (mode, want) in [
-        ("All", serde_json::json!({"kind": "all"})),
-        ("Pids([4242, 7])", serde_json::json!({"kind": "attach", "pids": [4242, 7]})),
-    ] {
+    for (mode, want) in
+        [("All", serde_json::json!({"kind": "all"})), ("Pids([4242, 7])", serde_json::json!({"kind": "attach", "pids": [4242, 7]}))]
+    {
         Connection::open(&db).unwrap().execute("UPDATE rocpd_metadata SET value = ?1 WHERE tag = 'mode'", [mode]).unwrap();
         let o = rtl_out(&["summary", "--json", db.to_str().unwrap()]);
         let s: Value = serde_json::from_slice(&o.stdout).unwrap();

@@ -12,12 +12,7 @@ use rtl_user::join::rows::Row;
 const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/cupti");
 
 fn tsv(name: &str) -> Vec<Vec<String>> {
-    std::fs::read_to_string(format!("{DIR}/{name}"))
-        .unwrap()
-        .lines()
-        .skip(1)
-        .map(|l| l.split('\t').map(str::to_string).collect())
-        .collect()
+    std::fs::read_to_string(format!("{DIR}/{name}")).unwrap().lines().skip(1).map(|l| l.split('\t').map(str::to_string).collect()).collect()
 }
 
 #[test]
@@ -48,10 +43,17 @@ fn every_cupti_op_links_to_the_same_call_as_live() {
     while off < bytes.len() {
         let total = u32::from_le_bytes(bytes[off + 8..off + 12].try_into().unwrap()) as usize;
         let b = &bytes[off..off + total];
-        j.on_batch(pid, b, total as u32, 0, &mut || {
-            next += 1;
-            next
-        }, &mut out);
+        j.on_batch(
+            pid,
+            b,
+            total as u32,
+            0,
+            &mut || {
+                next += 1;
+                next
+            },
+            &mut out,
+        );
         off += total;
     }
     j.retry_pending(u64::MAX / 2, true, &mut || 0, &mut out);

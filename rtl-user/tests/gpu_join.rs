@@ -11,7 +11,6 @@ use common::*;
 use rusqlite::Connection;
 use serde_json::Value;
 
-
 /// One GPU op of the trace with the API call it is linked to.
 #[derive(Debug)]
 struct TraceOp {
@@ -137,7 +136,13 @@ fn check_join_groups(name: &str, cmd: &[&str], sim_env: &[(&str, &str)]) -> (usi
     // "Wrong" here includes ops kept unlinked (profiler-only API rows): they must be rare, and
     // none may point at a different real call.
     let wrong_real: Vec<_> = linked_wrong.iter().filter(|(_, t)| t.api.as_ref().is_some_and(|a| a.5 != 5)).collect();
-    assert!(wrong_real.is_empty(), "{name}: {} ops linked to the wrong call, e.g. {:?} -> {:?}", wrong_real.len(), wrong_real[0].0, wrong_real[0].1);
+    assert!(
+        wrong_real.is_empty(),
+        "{name}: {} ops linked to the wrong call, e.g. {:?} -> {:?}",
+        wrong_real.len(),
+        wrong_real[0].0,
+        wrong_real[0].1
+    );
     let ratio = linked_right as f64 / ops.len() as f64;
     eprintln!("{name}: {} truth ops, {} linked to the right call ({:.3} %)", ops.len(), linked_right, 100.0 * ratio);
     assert!(ratio >= 0.999, "{name}: only {:.3} % linked", 100.0 * ratio);
@@ -146,8 +151,13 @@ fn check_join_groups(name: &str, cmd: &[&str], sim_env: &[(&str, &str)]) -> (usi
     assert!(traced.iter().all(|t| t.gpu >= 0));
     // How each op was linked: one rtl_op row per GPU op, the metadata counts the same.
     let c = Connection::open(&db).unwrap();
-    let kinds: HashMap<i64, i64> =
-        c.prepare("SELECT link, count(*) FROM rtl_op GROUP BY link").unwrap().query_map([], |r| Ok((r.get(0)?, r.get(1)?))).unwrap().map(Result::unwrap).collect();
+    let kinds: HashMap<i64, i64> = c
+        .prepare("SELECT link, count(*) FROM rtl_op GROUP BY link")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
     let m = |t: &str| meta(&db, t).unwrap_or_else(|| panic!("{name}: metadata {t}")).parse::<i64>().unwrap();
     assert_eq!(kinds.values().sum::<i64>(), traced.len() as i64, "{name}: every GPU op has its rtl_op row");
     assert_eq!(m("gpu_ops"), traced.len() as i64);
@@ -186,7 +196,8 @@ fn storm(name: &str, args: &[&str], sim_env: &[(&str, &str)], threads: usize, ro
     assert_eq!(right, n, "{name}: every op linked to its call");
     let pids: std::collections::HashSet<u32> = groups.keys().map(|g| g.0).collect();
     assert_eq!(pids.len(), 2, "{name}: parent and forked child");
-    let threads_seen: std::collections::HashSet<(u32, u64)> = groups.keys().filter(|g| g.2 != "hipGraphLaunch").map(|g| (g.0, g.1)).collect();
+    let threads_seen: std::collections::HashSet<(u32, u64)> =
+        groups.keys().filter(|g| g.2 != "hipGraphLaunch").map(|g| (g.0, g.1)).collect();
     assert_eq!(threads_seen.len(), 2 * threads * waves, "{name}: every worker thread (waves reuse thread ids)");
     for (g, (total, ok)) in &groups {
         assert!(*ok as f64 >= 0.999 * *total as f64, "{name}: {g:?}: {ok} of {total} linked right");
@@ -260,10 +271,8 @@ fn all_mode_joins_a_workload_started_with_the_agent() {
     let agent = rtl().with_file_name("librtl_agent.so");
     assert!(agent.exists(), "{} not built (cargo build --release -p rtl-agent)", agent.display());
     let hip = lib.join("libamdhip64.so.5");
-    let tracer = rtl_start(&[
-        "--all", "--quiet", "-o", db.to_str().unwrap(),
-        "--lib", hip.to_str().unwrap(), "--lib", agent.to_str().unwrap(),
-    ]);
+    let tracer =
+        rtl_start(&["--all", "--quiet", "-o", db.to_str().unwrap(), "--lib", hip.to_str().unwrap(), "--lib", agent.to_str().unwrap()]);
     let st = std::process::Command::new(workload("demo"))
         .env("LD_LIBRARY_PATH", &lib)
         .env("LD_PRELOAD", &agent)

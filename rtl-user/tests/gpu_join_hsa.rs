@@ -33,7 +33,6 @@ const TOL_NS: i64 = 1_000;
 /// A workload that needs longer than this lost a completion signal (it waits forever).
 const WORKLOAD_TIMEOUT_S: &str = "120";
 
-
 #[derive(Debug)]
 struct TraceOp {
     start: i64,
@@ -105,8 +104,10 @@ fn run_gpu(name: &str, gpu: &str, cmd: &[&str], env: &[(&str, &str)]) -> Run {
     let d = tmpdir();
     let (db, tr, wl) = (d.path().join("t.db"), d.path().join("truth.jsonl"), d.path().join("wl.jsonl"));
     let lib = sim_lib();
-    let mut args: Vec<String> =
-        ["run", "--gpu", gpu, "-o", db.to_str().unwrap(), "--", "timeout", WORKLOAD_TIMEOUT_S, "env"].iter().map(|s| s.to_string()).collect();
+    let mut args: Vec<String> = ["run", "--gpu", gpu, "-o", db.to_str().unwrap(), "--", "timeout", WORKLOAD_TIMEOUT_S, "env"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
     args.push(format!("LD_LIBRARY_PATH={}", lib.display()));
     args.push(format!("ROCM_SIM_TRUTH={}", tr.display()));
     args.push(format!("RTL_WORKLOAD_TRUTH={}", wl.display()));
@@ -223,13 +224,7 @@ fn check_ops(name: &str, r: &Run, ops: &[&Value], op_type: impl Fn(&Value) -> &'
         }
     }
     assert!(missing.is_empty(), "{name}: {} of {} truth ops missing from the trace, e.g. {}", missing.len(), ops.len(), missing[0]);
-    assert!(
-        wrong.is_empty(),
-        "{name}: {} ops linked to the wrong call, e.g. {} -> {:?}",
-        wrong.len(),
-        wrong[0].0,
-        traced[wrong[0].1]
-    );
+    assert!(wrong.is_empty(), "{name}: {} ops linked to the wrong call, e.g. {} -> {:?}", wrong.len(), wrong[0].0, traced[wrong[0].1]);
     let ratio = right as f64 / ops.len() as f64;
     eprintln!("{name}: {} truth ops, {right} linked to the right call ({:.3} %), {unlinked} unlinked", ops.len(), 100.0 * ratio);
     assert!(ratio >= 0.999, "{name}: only {:.3} % linked", 100.0 * ratio);
@@ -243,16 +238,17 @@ fn check_ops(name: &str, r: &Run, ops: &[&Value], op_type: impl Fn(&Value) -> &'
 /// runtime's marker + fence around each engine copy (Barrier rows of that hipMemcpy*), and
 /// nothing unlinked. Returns (ops, spans).
 fn check_issue14(name: &str, r: &Run, nodes: bool) -> (usize, usize) {
-    let want: Vec<&Value> = r
-        .truth
-        .iter()
-        .filter(|v| v["type"] == "op" && v["op"] != "barrier" && (nodes || v["is_graph"] == false))
-        .collect();
+    let want: Vec<&Value> =
+        r.truth.iter().filter(|v| v["type"] == "op" && v["op"] != "barrier" && (nodes || v["is_graph"] == false)).collect();
     let (n, right) = check_ops(name, r, &want, hsa_op_type);
     assert_eq!(right, n, "{name}: every op linked to the call that made it");
     let traced = trace_ops(&r.db);
-    let calls: HashMap<(u64, u64), &Value> =
-        r.truth.iter().filter(|v| v["type"] == "api" && v["lib"] != "roctx").map(|v| ((v["pid"].as_u64().unwrap(), v["seq"].as_u64().unwrap()), v)).collect();
+    let calls: HashMap<(u64, u64), &Value> = r
+        .truth
+        .iter()
+        .filter(|v| v["type"] == "api" && v["lib"] != "roctx")
+        .map(|v| ((v["pid"].as_u64().unwrap(), v["seq"].as_u64().unwrap()), v))
+        .collect();
     // Contained in a trace op of type `ty`, linked to the call `call` (same thread, containing its
     // interval); each trace op used once.
     let contained = |what: &Value, ty: &str, used: &mut Vec<bool>, ops: &[&TraceOp]| -> usize {
@@ -281,8 +277,11 @@ fn check_issue14(name: &str, r: &Run, nodes: bool) -> (usize, usize) {
     // Event-record / stream-wait barriers (host functions are vendor packets: counted, untimed).
     let barrier_rows: Vec<&TraceOp> = traced.iter().filter(|t| t.op_type == "Barrier").collect();
     let mut used_b = vec![false; barrier_rows.len()];
-    let truth_barriers: Vec<&Value> =
-        r.truth.iter().filter(|v| v["type"] == "op" && v["op"] == "barrier" && v["reason"] != "host_fn" && v["is_graph"] == false).collect();
+    let truth_barriers: Vec<&Value> = r
+        .truth
+        .iter()
+        .filter(|v| v["type"] == "op" && v["op"] == "barrier" && v["reason"] != "host_fn" && v["is_graph"] == false)
+        .collect();
     for b in &truth_barriers {
         contained(b, "Barrier", &mut used_b, &barrier_rows);
     }
@@ -302,7 +301,13 @@ fn check_issue14(name: &str, r: &Run, nodes: bool) -> (usize, usize) {
     assert!(rest.iter().all(|t| t.api.as_ref().is_some_and(|a| a.2.starts_with("hipMemcpy"))), "{name}: barriers of no truth op: {rest:?}");
     assert_eq!(rest.len(), 2 * engine, "{name}: the runtime's marker and fence of each engine copy");
     let expected_total = n + truth_barriers.len() + spans.len() + 2 * engine;
-    assert_eq!(traced.len(), expected_total, "{name}: nothing else in the trace: {:?}", ["KernelExecution", "Copy", "CopyHostToDevice", "CopyDeviceToHost", "FillBuffer", "Barrier", "GraphExecution"].map(|t| (t, typed(t))));
+    assert_eq!(
+        traced.len(),
+        expected_total,
+        "{name}: nothing else in the trace: {:?}",
+        ["KernelExecution", "Copy", "CopyHostToDevice", "CopyDeviceToHost", "FillBuffer", "Barrier", "GraphExecution"]
+            .map(|t| (t, typed(t)))
+    );
     assert_eq!(r.meta_u64("gpu_ops_unlinked"), 0, "{name}");
     assert_eq!(r.meta_u64("gpu_ops_ambiguous"), 0, "{name}");
     assert_eq!(r.meta_u64("agent_dropped_queue_full"), 0, "{name}");
@@ -357,7 +362,11 @@ fn hsa_graph_replay_default_mode_leaves_batches_alone_and_counts_them() {
     let w = workload("graph_replay");
     // With the batch bug switched on, rewriting any completion signal inside a batch aborts the
     // process (as ROCr's InterceptQueue before 7.13 does): success proves nothing was injected.
-    let r = run_hsa("graph_replay/default", &[w.to_str().unwrap(), "--nodes", "200", "--replays", "5"], &[("ROCM_SIM_INTERCEPT_BATCH_BUG", "1")]);
+    let r = run_hsa(
+        "graph_replay/default",
+        &[w.to_str().unwrap(), "--nodes", "200", "--replays", "5"],
+        &[("ROCM_SIM_INTERCEPT_BATCH_BUG", "1")],
+    );
     let graph = r.dispatches(Some(true));
     assert_eq!(graph.len(), 200 * 5, "the simulator replayed every node");
     assert_eq!(r.meta_u64("agent_graph_batches_skipped"), 5, "one skipped batch per hipGraphLaunch");
@@ -416,7 +425,11 @@ fn hsa_copies_barriers_and_replay_spans_linked_exactly() {
         // Told once per process at start and in the end summary; recorded per process.
         let says = |s: &str| r.stderr.lines().filter(|l| l.contains(s)).count();
         assert_eq!(says("GPU times: HSA capture (stock ROCm): kernels, copies"), 2, "{name}: start + summary: {}", r.stderr);
-        assert!(!r.stderr.contains("--gpu hsa") && !r.stderr.contains("no GPU source"), "{name}: no advice to use what is on: {}", r.stderr);
+        assert!(
+            !r.stderr.contains("--gpu hsa") && !r.stderr.contains("no GPU source"),
+            "{name}: no advice to use what is on: {}",
+            r.stderr
+        );
         let c = Connection::open(&r.db).unwrap();
         let src: Vec<(String, String)> = c
             .prepare("SELECT tag, value FROM rocpd_metadata WHERE tag LIKE 'gpu_source.%'")

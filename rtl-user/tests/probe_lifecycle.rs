@@ -12,7 +12,8 @@ const HIP: &str = "/usr/lib/x86_64-linux-gnu/libamdhip64.so.5";
 
 /// Session A's APIs: a few, so its per-probe removal (~0.25 s a probe here) keeps the kernel
 /// busy for seconds, not the ~40 s of the default set, while B attaches and traces.
-const A_APIS: &str = "hipGetErrorString,hipGetDeviceCount,hipMalloc,hipFree,hipMemcpy,hipStreamSynchronize,hipDeviceSynchronize,hipLaunchKernel";
+const A_APIS: &str =
+    "hipGetErrorString,hipGetDeviceCount,hipMalloc,hipFree,hipMemcpy,hipStreamSynchronize,hipDeviceSynchronize,hipLaunchKernel";
 
 fn count(db: &std::path::Path, pid: u32, api: &str) -> usize {
     traced_calls(db).iter().filter(|c| c.pid == pid && c.name == api && c.status == 0).count()
@@ -44,7 +45,10 @@ fn overlapping(links: &str) {
     let (a_db, b_db) = (d.path().join("a.db"), d.path().join("b.db"));
     let calls = 20_000u64;
     let (mut w, pid) = waiting_workload(calls);
-    let a = rtl_start_with(&["--all", "--quiet", "--gpu", "none", "--apis", A_APIS, "--lib", HIP, "-o", a_db.to_str().unwrap()], &[("RTL_EBPF_LINKS", links)]);
+    let a = rtl_start_with(
+        &["--all", "--quiet", "--gpu", "none", "--apis", A_APIS, "--lib", HIP, "-o", a_db.to_str().unwrap()],
+        &[("RTL_EBPF_LINKS", links)],
+    );
     let b = rtl_start(&["attach", "--pid", &pid.to_string(), "--quiet", "--gpu", "none", "-o", b_db.to_str().unwrap()]);
     let t = Instant::now();
     rtl_stop(a);
@@ -76,8 +80,10 @@ fn a_session_started_during_another_detach_traces_everything() {
     let (a_db, b_db) = (d.path().join("a.db"), d.path().join("b.db"));
     let calls = 5_000u64;
     let (mut w, pid) = waiting_workload(calls);
-    let mut a =
-        rtl_start_with(&["--all", "--quiet", "--gpu", "none", "--apis", A_APIS, "--lib", HIP, "-o", a_db.to_str().unwrap()], &[("RTL_EBPF_LINKS", "perf_event")]);
+    let mut a = rtl_start_with(
+        &["--all", "--quiet", "--gpu", "none", "--apis", A_APIS, "--lib", HIP, "-o", a_db.to_str().unwrap()],
+        &[("RTL_EBPF_LINKS", "perf_event")],
+    );
     signal(a.id(), libc::SIGINT);
     let b = rtl_start(&["attach", "--pid", &pid.to_string(), "--quiet", "--gpu", "none", "-o", b_db.to_str().unwrap()]);
     signal(pid, libc::SIGUSR1);

@@ -39,8 +39,15 @@ fn demo_on_the_simulator_reads_back_as_its_ground_truth() {
     let mut apis: HashMap<String, u64> = HashMap::new();
     // Trivial getters are outside the default probe set; `__hip*` are compiler plumbing.
     const NOT_DEFAULT: &[&str] = &[
-        "hipGetLastError", "hipPeekAtLastError", "hipGetDevice", "hipGetErrorString", "hipGetErrorName",
-        "hipDeviceGetAttribute", "hipPointerGetAttributes", "hipStreamIsCapturing", "hipStreamGetCaptureInfo",
+        "hipGetLastError",
+        "hipPeekAtLastError",
+        "hipGetDevice",
+        "hipGetErrorString",
+        "hipGetErrorName",
+        "hipDeviceGetAttribute",
+        "hipPointerGetAttributes",
+        "hipStreamIsCapturing",
+        "hipStreamGetCaptureInfo",
     ];
     for a in truth.iter().filter(|v| {
         let n = v["name"].as_str().unwrap_or("");
@@ -77,7 +84,10 @@ fn demo_on_the_simulator_reads_back_as_its_ground_truth() {
     let json = d.path().join("golden.json.gz");
     let pf = d.path().join("golden.pftrace");
     for o in [&json, &pf] {
-        let c = Command::new(rtl()).args(["convert", db.to_str().unwrap(), "--format", "perfetto", "-o", o.to_str().unwrap()]).output().unwrap();
+        let c = Command::new(rtl())
+            .args(["convert", db.to_str().unwrap(), "--format", "perfetto", "-o", o.to_str().unwrap()])
+            .output()
+            .unwrap();
         assert!(c.status.success(), "{}", String::from_utf8_lossy(&c.stderr));
     }
     let script = root().join("rtl-user/tests/read/check_pftrace.py");

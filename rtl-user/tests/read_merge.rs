@@ -15,10 +15,7 @@ fn multiset(p: &Path, sql: &str) -> BTreeMap<String, i64> {
     let mut m = BTreeMap::new();
     let rows = st
         .query_map([], |r| {
-            Ok((0..n)
-                .map(|i| format!("{:?}", r.get::<_, rusqlite::types::Value>(i).unwrap()))
-                .collect::<Vec<_>>()
-                .join("|"))
+            Ok((0..n).map(|i| format!("{:?}", r.get::<_, rusqlite::types::Value>(i).unwrap())).collect::<Vec<_>>().join("|"))
         })
         .unwrap();
     for r in rows {
@@ -36,10 +33,7 @@ fn add(a: &BTreeMap<String, i64>, b: &BTreeMap<String, i64>) -> BTreeMap<String,
 }
 
 fn one(p: &Path, sql: &str) -> rusqlite::types::Value {
-    Connection::open(p)
-        .unwrap()
-        .query_row(sql, [], |r| r.get(0))
-        .unwrap()
+    Connection::open(p).unwrap().query_row(sql, [], |r| r.get(0)).unwrap()
 }
 
 /// Content views that must be identical (as multisets) before and after, independent of ids.
@@ -77,68 +71,22 @@ fn merge_two_hosts_keeps_every_row() {
         }
         assert_eq!(stats.rows[*t], z);
     }
-    assert_eq!(
-        co["rocpd_string"], ca["rocpd_string"],
-        "same strings in both inputs: fully deduplicated"
-    );
+    assert_eq!(co["rocpd_string"], ca["rocpd_string"], "same strings in both inputs: fully deduplicated");
     for sql in CONTENT {
-        assert_eq!(
-            multiset(&out, sql),
-            add(&multiset(&a, sql), &multiset(&b, sql)),
-            "{sql}"
-        );
+        assert_eq!(multiset(&out, sql), add(&multiset(&a, sql), &multiset(&b, sql)), "{sql}");
     }
     // Links still join API and op of the same launch (same correlation id), ids unique.
     assert_eq!(one(&out, "SELECT count(*) FROM rocpd_api_ops l JOIN rocpd_api a ON a.id = l.api_id JOIN rocpd_op o ON o.id = l.op_id WHERE a.correlation_id = o.correlation_id"), 12.into());
-    assert_eq!(
-        one(&out, "SELECT count(DISTINCT correlation_id) FROM rocpd_api"),
-        20.into()
-    );
+    assert_eq!(one(&out, "SELECT count(DISTINCT correlation_id) FROM rocpd_api"), 20.into());
     assert_eq!(one(&out, "SELECT count(*) FROM rocpd_op o WHERE correlation_id != 0 AND NOT EXISTS (SELECT 1 FROM rocpd_api a WHERE a.correlation_id = o.correlation_id)"), 0.into());
     // Node numbering and hosts.
-    assert_eq!(
-        one(
-            &out,
-            "SELECT count(*) FROM rtl_process WHERE pid IN (100, 200, 10000100, 10000200)"
-        ),
-        4.into()
-    );
-    assert_eq!(
-        one(
-            &out,
-            "SELECT count(DISTINCT gpuId) FROM rocpd_op WHERE gpuId >= 0"
-        ),
-        4.into()
-    );
+    assert_eq!(one(&out, "SELECT count(*) FROM rtl_process WHERE pid IN (100, 200, 10000100, 10000200)"), 4.into());
+    assert_eq!(one(&out, "SELECT count(DISTINCT gpuId) FROM rocpd_op WHERE gpuId >= 0"), 4.into());
     assert_eq!(one(&out, "SELECT max(gpuId) FROM rocpd_op"), 1001.into());
-    assert_eq!(
-        one(
-            &out,
-            "SELECT value FROM rocpd_metadata WHERE tag = 'input1.hostname'"
-        ),
-        "nodeB".to_string().into()
-    );
-    assert_eq!(
-        one(
-            &out,
-            "SELECT value FROM rocpd_metadata WHERE tag = 'input0.path'"
-        ),
-        a.display().to_string().into()
-    );
-    assert_eq!(
-        one(
-            &out,
-            "SELECT value FROM rocpd_metadata WHERE tag = 'input1.pid_offset'"
-        ),
-        "10000000".to_string().into()
-    );
-    assert_eq!(
-        one(
-            &out,
-            "SELECT value FROM rocpd_metadata WHERE tag = 'input1.dropped_events'"
-        ),
-        "3".to_string().into()
-    );
+    assert_eq!(one(&out, "SELECT value FROM rocpd_metadata WHERE tag = 'input1.hostname'"), "nodeB".to_string().into());
+    assert_eq!(one(&out, "SELECT value FROM rocpd_metadata WHERE tag = 'input0.path'"), a.display().to_string().into());
+    assert_eq!(one(&out, "SELECT value FROM rocpd_metadata WHERE tag = 'input1.pid_offset'"), "10000000".to_string().into());
+    assert_eq!(one(&out, "SELECT value FROM rocpd_metadata WHERE tag = 'input1.dropped_events'"), "3".to_string().into());
     assert_eq!(stats.inputs[1].hostname, "nodeB");
     // The table: one row per input (host, node, API calls, GPU ops, links, processes, pid
     // offset, time shift), then the merged totals.
@@ -152,52 +100,28 @@ fn merge_two_hosts_keeps_every_row() {
     // b's clock was 7 ms later in realtime_minus_monotonic: its timestamps moved onto a's clock.
     assert_eq!(stats.inputs[1].time_shift_ns, 7_000_000);
     assert_eq!(
-        one(
-            &out,
-            "SELECT min(start) FROM rocpd_api WHERE pid >= 10000000"
-        ),
+        one(&out, "SELECT min(start) FROM rocpd_api WHERE pid >= 10000000"),
         (7_000_000i64 + 1_000 + 7_000_000).into(),
         "b's first API (its clock base 7 ms + 1 us), shifted by 7 ms"
     );
 
     // The readers work on the result.
     let mut o = Vec::new();
-    summary(
-        &out,
-        &SummaryOptions {
-            json: true,
-            html: None,
-            top: 10,
-        },
-        &mut o,
-    )
-    .unwrap();
+    summary(&out, &SummaryOptions { json: true, html: None, top: 10 }, &mut o).unwrap();
     let s: serde_json::Value = serde_json::from_slice(&o).unwrap();
     assert_eq!(s["totals"]["api_calls"], 20);
     assert_eq!(s["totals"]["gpu_ops"], 14);
     assert_eq!(s["totals"]["api_op_links"], 12);
     assert_eq!(s["lost"]["unlinked_gpu_ops"], 4);
-    assert_eq!(
-        s["lost"]["dropped"]["dropped_events"], 6,
-        "drop counters summed"
-    );
-    assert_eq!(
-        s["lost"]["dropped"].as_object().unwrap().len(),
-        1,
-        "per-input copies not repeated: {}",
-        s["lost"]["dropped"]
-    );
+    assert_eq!(s["lost"]["dropped"]["dropped_events"], 6, "drop counters summed");
+    assert_eq!(s["lost"]["dropped"].as_object().unwrap().len(), 1, "per-input copies not repeated: {}", s["lost"]["dropped"]);
     assert_eq!(s["processes"].as_array().unwrap().len(), 4);
     let j = d.path().join("merged.json");
     convert_perfetto_json(&out, &j).unwrap();
     let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&j).unwrap()).unwrap();
     let ev = doc["traceEvents"].as_array().unwrap();
     assert_eq!(ev.iter().filter(|e| e["cat"] == "gpu").count(), 14);
-    assert_eq!(
-        ev.iter().filter(|e| e["ph"] == "s").count(),
-        12,
-        "10 links + 2 by correlation id"
-    );
+    assert_eq!(ev.iter().filter(|e| e["ph"] == "s").count(), 12, "10 links + 2 by correlation id");
 }
 
 #[test]
@@ -217,17 +141,10 @@ fn merge_per_process_files_of_one_run() {
         }
     }
     assert_eq!(stats.processes_combined, 4);
-    assert_eq!(
-        one(&out, "SELECT count(DISTINCT pid) FROM rocpd_api"),
-        2.into(),
-        "API rows of every input kept, pids as they were"
-    );
+    assert_eq!(one(&out, "SELECT count(DISTINCT pid) FROM rocpd_api"), 2.into(), "API rows of every input kept, pids as they were");
     assert_eq!(one(&out, "SELECT count(*) FROM rocpd_api"), 30.into());
     assert_eq!(one(&out, "SELECT max(gpuId) FROM rocpd_op"), 1.into());
-    assert_eq!(
-        one(&out, "SELECT count(DISTINCT correlation_id) FROM rocpd_api"),
-        30.into()
-    );
+    assert_eq!(one(&out, "SELECT count(DISTINCT correlation_id) FROM rocpd_api"), 30.into());
     assert_eq!(
         one(&out, "SELECT count(*) FROM rocpd_ustring"),
         one(&a, "SELECT count(DISTINCT string) FROM rocpd_ustring"),
@@ -243,16 +160,9 @@ fn merge_per_process_files_of_one_run() {
 fn merge_refuses_output_among_inputs() {
     let d = tmpdir();
     let a = sample_trace(&d.path().join("a.db"), "nodeA", 0);
-    let e = format!(
-        "{:#}",
-        merge(std::slice::from_ref(&a), &a, false).unwrap_err()
-    );
+    let e = format!("{:#}", merge(std::slice::from_ref(&a), &a, false).unwrap_err());
     assert!(e.contains("is the input trace"), "{e}");
-    assert!(format!(
-        "{:#}",
-        merge(&[], &d.path().join("x.db"), false).unwrap_err()
-    )
-    .contains("no input"));
+    assert!(format!("{:#}", merge(&[], &d.path().join("x.db"), false).unwrap_err()).contains("no input"));
 }
 
 #[test]
@@ -261,23 +171,14 @@ fn merge_host_tag_without_hostnames_numbers_each_input() {
     let a = sample_trace(&d.path().join("a.db"), "x", 0);
     let b = sample_trace(&d.path().join("b.db"), "x", 0);
     for p in [&a, &b] {
-        Connection::open(p)
-            .unwrap()
-            .execute("DELETE FROM rocpd_metadata WHERE tag = 'hostname'", [])
-            .unwrap();
+        Connection::open(p).unwrap().execute("DELETE FROM rocpd_metadata WHERE tag = 'hostname'", []).unwrap();
     }
     let out = d.path().join("m.db");
     let stats = merge(&[a.clone(), b.clone()], &out, true).unwrap();
     assert_eq!(stats.inputs[1].node, 1);
     assert_eq!(stats.processes_combined, 0);
     assert_eq!(one(&out, "SELECT count(*) FROM rtl_process"), 4.into());
-    assert_eq!(
-        one(
-            &out,
-            "SELECT value FROM rocpd_metadata WHERE tag = 'input1.hostname'"
-        ),
-        "unknown".to_string().into()
-    );
+    assert_eq!(one(&out, "SELECT value FROM rocpd_metadata WHERE tag = 'input1.hostname'"), "unknown".to_string().into());
     // RPD's multi-node decoding: node = pid / pid_stride
     assert_eq!(
         one(&out, "SELECT count(DISTINCT pid / (SELECT value FROM rocpd_metadata WHERE tag = 'pid_stride')) FROM rocpd_api"),

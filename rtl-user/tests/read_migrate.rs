@@ -4,9 +4,7 @@ mod read_common;
 use std::path::{Path, PathBuf};
 
 use read_common::*;
-use rtl_user::read::{
-    convert_perfetto_json, convert_perfetto_proto, merge, summary, SummaryOptions,
-};
+use rtl_user::read::{convert_perfetto_json, convert_perfetto_proto, merge, summary, SummaryOptions};
 use rtl_user::trace::migrate::migrate;
 use rusqlite::Connection;
 
@@ -73,24 +71,15 @@ fn all_rows(path: &Path) -> Vec<(String, Vec<String>)> {
     // every row of every old table, as text, to compare before / after
     let c = Connection::open(path).unwrap();
     let mut st = c.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name").unwrap();
-    let tables: Vec<String> = st
-        .query_map([], |r| r.get(0))
-        .unwrap()
-        .map(|r| r.unwrap())
-        .collect();
+    let tables: Vec<String> = st.query_map([], |r| r.get(0)).unwrap().map(|r| r.unwrap()).collect();
     tables
         .into_iter()
         .map(|t| {
-            let mut st = c
-                .prepare(&format!("SELECT * FROM {t} ORDER BY rowid"))
-                .unwrap();
+            let mut st = c.prepare(&format!("SELECT * FROM {t} ORDER BY rowid")).unwrap();
             let n = st.column_count();
             let rows = st
                 .query_map([], |r| {
-                    Ok((0..n)
-                        .map(|i| format!("{:?}", r.get::<_, rusqlite::types::Value>(i).unwrap()))
-                        .collect::<Vec<_>>()
-                        .join("|"))
+                    Ok((0..n).map(|i| format!("{:?}", r.get::<_, rusqlite::types::Value>(i).unwrap())).collect::<Vec<_>>().join("|"))
                 })
                 .unwrap()
                 .map(|r| r.unwrap())
@@ -112,26 +101,13 @@ fn rpd_v2_migrates_without_losing_a_row() {
     let c = Connection::open(&p).unwrap();
     let r = migrate(&c).unwrap();
     assert_eq!(r.rpd_version_before.as_deref(), Some("2"));
-    assert!(
-        r.changes
-            .iter()
-            .any(|x| x.contains("rocpd_api.correlation_id")),
-        "{:?}",
-        r.changes
-    );
-    assert!(
-        r.changes.iter().any(|x| x.contains("rocpd_ustring")),
-        "{:?}",
-        r.changes
-    );
+    assert!(r.changes.iter().any(|x| x.contains("rocpd_api.correlation_id")), "{:?}", r.changes);
+    assert!(r.changes.iter().any(|x| x.contains("rocpd_ustring")), "{:?}", r.changes);
     drop(c);
     let after = all_rows(&p);
     // Every old row is still there with its old values (new columns appended at the end).
     for (t, rows) in &before {
-        let (_, now) = after
-            .iter()
-            .find(|(n, _)| n == t)
-            .unwrap_or_else(|| panic!("table {t} lost"));
+        let (_, now) = after.iter().find(|(n, _)| n == t).unwrap_or_else(|| panic!("table {t} lost"));
         if t == "rocpd_metadata" || t == "rocpd_string" {
             assert!(now.len() >= rows.len(), "{t}");
             continue;
@@ -150,38 +126,19 @@ fn rpd_v2_migrates_without_losing_a_row() {
         .unwrap()
         .map(|r| r.unwrap())
         .collect();
-    assert_eq!(
-        args[0],
-        (
-            "hipLaunchKernel".into(),
-            "stream=0x1 kernel=Cijk_Ailk_Bljk_SB".into()
-        )
-    );
-    assert_eq!(
-        args[1],
-        ("hipMemcpy".into(), "dst=0x1 src=0x2 size=64".into())
-    );
+    assert_eq!(args[0], ("hipLaunchKernel".into(), "stream=0x1 kernel=Cijk_Ailk_Bljk_SB".into()));
+    assert_eq!(args[1], ("hipMemcpy".into(), "dst=0x1 src=0x2 size=64".into()));
     assert_eq!(args.len(), 3);
     // category / domain point at '' (string 1 is an API name in this file).
     let cat: String = c
         .query_row("SELECT s.string FROM rocpd_api a JOIN rocpd_string s ON s.id = a.category_id WHERE a.id = 1", [], |r| r.get(0))
         .unwrap();
     assert_eq!(cat, "");
-    let top: i64 = c
-        .query_row("SELECT count(*) FROM top", [], |r| r.get(0))
-        .unwrap();
+    let top: i64 = c.query_row("SELECT count(*) FROM top", [], |r| r.get(0)).unwrap();
     assert_eq!(top, 2);
-    let busy: f64 = c
-        .query_row("SELECT Busy FROM busy WHERE gpuId = 0", [], |r| r.get(0))
-        .unwrap();
+    let busy: f64 = c.query_row("SELECT Busy FROM busy WHERE gpuId = 0", [], |r| r.get(0)).unwrap();
     assert!(busy > 0.0);
-    let v: String = c
-        .query_row(
-            "SELECT value FROM rocpd_metadata WHERE tag = 'schema_version'",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
+    let v: String = c.query_row("SELECT value FROM rocpd_metadata WHERE tag = 'schema_version'", [], |r| r.get(0)).unwrap();
     assert_eq!(v, "3");
     drop(c);
 
@@ -193,16 +150,7 @@ fn rpd_v2_migrates_without_losing_a_row() {
 
     // And the readers work on it.
     let mut out = Vec::new();
-    summary(
-        &p,
-        &SummaryOptions {
-            json: true,
-            html: None,
-            top: 10,
-        },
-        &mut out,
-    )
-    .unwrap();
+    summary(&p, &SummaryOptions { json: true, html: None, top: 10 }, &mut out).unwrap();
     let s: serde_json::Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(s["totals"]["gpu_ops"], 3);
     assert_eq!(s["totals"]["api_calls"], 3);
@@ -227,48 +175,23 @@ fn trace_lite_file_migrates_and_keeps_its_views() {
     }
     let c = Connection::open(&p).unwrap();
     // its own views are left alone (its users' scripts read those columns)
-    let pct: f64 = c
-        .query_row(
-            "SELECT utilization_pct FROM busy WHERE gpuId = 0",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
+    let pct: f64 = c.query_row("SELECT utilization_pct FROM busy WHERE gpuId = 0", [], |r| r.get(0)).unwrap();
     assert!(pct > 0.0);
-    let calls: i64 = c
-        .query_row("SELECT Calls FROM top WHERE Name = 'my_kernel'", [], |r| {
-            r.get(0)
-        })
-        .unwrap();
+    let calls: i64 = c.query_row("SELECT Calls FROM top WHERE Name = 'my_kernel'", [], |r| r.get(0)).unwrap();
     assert_eq!(calls, 2);
     drop(c);
     let bytes = sha(&p);
     assert!(!migrate(&Connection::open(&p).unwrap()).unwrap().changed());
     assert_eq!(sha(&p), bytes);
     let mut out = Vec::new();
-    summary(
-        &p,
-        &SummaryOptions {
-            json: true,
-            html: None,
-            top: 10,
-        },
-        &mut out,
-    )
-    .unwrap();
+    summary(&p, &SummaryOptions { json: true, html: None, top: 10 }, &mut out).unwrap();
     let s: serde_json::Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(s["totals"]["gpu_ops"], 2);
     assert_eq!(s["totals"]["markers"], 1);
     let out = d.path().join("lite.json");
     convert_perfetto_json(&p, &out).unwrap();
     let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
-    let roctx = doc["traceEvents"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["cat"] == "roctx")
-        .unwrap()
-        .clone();
+    let roctx = doc["traceEvents"].as_array().unwrap().iter().find(|e| e["cat"] == "roctx").unwrap().clone();
     assert_eq!(roctx["name"], "epoch 1");
     assert_eq!(roctx["pid"], 42, "marker queueId names a traced pid");
 }
@@ -290,13 +213,7 @@ fn older_rtl_file_gets_new_tables_and_columns() {
     let before = counts_without_library(&p);
     let r = migrate(&Connection::open(&p).unwrap()).unwrap();
     let text = r.changes.join("; ");
-    for want in [
-        "rtl_library",
-        "rtl_api.a3",
-        "rocpd_op_correlation_id",
-        "top",
-        "rtl_schema_version",
-    ] {
+    for want in ["rtl_library", "rtl_api.a3", "rocpd_op_correlation_id", "top", "rtl_schema_version"] {
         assert!(text.contains(want), "{want} not in {text}");
     }
     assert_eq!(counts_without_library(&p), before);
@@ -304,23 +221,14 @@ fn older_rtl_file_gets_new_tables_and_columns() {
 }
 
 fn counts_without_library(p: &Path) -> Vec<(String, i64)> {
-    counts(p)
-        .into_iter()
-        .filter(|(t, _)| t != "rtl_library" && t != "rocpd_metadata")
-        .collect()
+    counts(p).into_iter().filter(|(t, _)| t != "rtl_library" && t != "rocpd_metadata").collect()
 }
 
 #[test]
 fn newer_rtl_file_is_refused() {
     let d = tmpdir();
     let p = sample_trace(&d.path().join("new.db"), "nodeA", 0);
-    Connection::open(&p)
-        .unwrap()
-        .execute(
-            "UPDATE rocpd_metadata SET value = '99' WHERE tag = 'rtl_schema_version'",
-            [],
-        )
-        .unwrap();
+    Connection::open(&p).unwrap().execute("UPDATE rocpd_metadata SET value = '99' WHERE tag = 'rtl_schema_version'", []).unwrap();
     let e = format!("{:#}", migrate(&Connection::open(&p).unwrap()).unwrap_err());
     assert!(e.contains("newer rtl-ebpf") && e.contains("new.db"), "{e}");
 }
@@ -337,10 +245,7 @@ fn all_fail(p: &Path, want: &str) {
     ];
     for e in errs {
         let e = format!("{:#}", e.expect_err("bad input must fail"));
-        assert!(
-            e.contains(&name) && e.contains(want),
-            "error {e:?} should name {name} and say {want:?}"
-        );
+        assert!(e.contains(&name) && e.contains(want), "error {e:?} should name {name} and say {want:?}");
     }
 }
 
@@ -358,24 +263,16 @@ fn bad_inputs_get_clear_errors() {
     let truncated = d.path().join("truncated.db");
     sample_trace(&truncated, "nodeA", 0);
     let len = std::fs::metadata(&truncated).unwrap().len();
-    let f = std::fs::OpenOptions::new()
-        .write(true)
-        .open(&truncated)
-        .unwrap();
+    let f = std::fs::OpenOptions::new().write(true).open(&truncated).unwrap();
     f.set_len(len / 2).unwrap();
     all_fail(&truncated, "truncated");
 
     let wrong = d.path().join("wrong.db");
     Connection::open(&wrong)
         .unwrap()
-        .execute_batch(
-            "CREATE TABLE users(id INTEGER, name TEXT); INSERT INTO users VALUES (1, 'x');",
-        )
+        .execute_batch("CREATE TABLE users(id INTEGER, name TEXT); INSERT INTO users VALUES (1, 'x');")
         .unwrap();
-    all_fail(
-        &wrong,
-        "not an rtl-ebpf / rocpd trace: table `rocpd_string` is missing",
-    );
+    all_fail(&wrong, "not an rtl-ebpf / rocpd trace: table `rocpd_string` is missing");
 
     let half = d.path().join("half.db");
     Connection::open(&half)
@@ -394,9 +291,7 @@ fn bad_inputs_get_clear_errors() {
 
     // The wrong-schema file was not modified.
     let c = Connection::open(&wrong).unwrap();
-    let n: i64 = c
-        .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
-        .unwrap();
+    let n: i64 = c.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0)).unwrap();
     assert_eq!(n, 1);
 }
 
@@ -405,10 +300,7 @@ fn conversion_never_overwrites_the_trace_or_leaves_partial_output() {
     let d = tmpdir();
     let p = sample_trace(&d.path().join("t.db"), "nodeA", 0);
     let before = std::fs::read(&p).unwrap();
-    for r in [
-        convert_perfetto_json(&p, &p),
-        convert_perfetto_proto(&p, &p),
-    ] {
+    for r in [convert_perfetto_json(&p, &p), convert_perfetto_proto(&p, &p)] {
         let e = format!("{:#}", r.unwrap_err());
         assert!(e.contains("the output is the input trace"), "{e}");
     }
@@ -419,10 +311,7 @@ fn conversion_never_overwrites_the_trace_or_leaves_partial_output() {
     let out = d.path().join("out.json");
     assert!(convert_perfetto_json(&bad, &out).is_err());
     assert!(!out.exists());
-    let names: Vec<_> = std::fs::read_dir(d.path())
-        .unwrap()
-        .map(|e| e.unwrap().file_name())
-        .collect();
+    let names: Vec<_> = std::fs::read_dir(d.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(names.len(), 2, "{names:?}");
 }
 

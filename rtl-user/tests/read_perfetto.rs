@@ -15,22 +15,8 @@ use serde_json::Value;
 fn big_trace(path: &Path, n: i64) -> PathBuf {
     let c = new_trace(path);
     c.execute_batch("BEGIN").unwrap();
-    for (i, s) in [
-        "hipLaunchKernel",
-        "hipMemcpyAsync",
-        "hipStreamSynchronize",
-        "KernelExecution",
-        "kern_a",
-        "kern_b",
-    ]
-    .iter()
-    .enumerate()
-    {
-        c.execute(
-            "INSERT INTO rocpd_string(id, string) VALUES (?1, ?2)",
-            rusqlite::params![i as i64 + 2, s],
-        )
-        .unwrap();
+    for (i, s) in ["hipLaunchKernel", "hipMemcpyAsync", "hipStreamSynchronize", "KernelExecution", "kern_a", "kern_b"].iter().enumerate() {
+        c.execute("INSERT INTO rocpd_string(id, string) VALUES (?1, ?2)", rusqlite::params![i as i64 + 2, s]).unwrap();
     }
     c.execute(
         "WITH RECURSIVE s(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM s WHERE x < ?1)
@@ -64,10 +50,7 @@ fn ensure_perfetto_python() {
     let r = READY.get_or_init(|| {
         let probe = || {
             Command::new("python3")
-                .args([
-                    "-c",
-                    "import google.protobuf; from perfetto.protos.perfetto.trace import perfetto_trace_pb2",
-                ])
+                .args(["-c", "import google.protobuf; from perfetto.protos.perfetto.trace import perfetto_trace_pb2"])
                 .status()
                 .map(|s| s.success())
                 .unwrap_or(false)
@@ -75,9 +58,7 @@ fn ensure_perfetto_python() {
         if probe() {
             return Ok(());
         }
-        let st = Command::new("python3")
-            .args(["-m", "pip", "install", "--quiet", "perfetto", "protobuf"])
-            .status();
+        let st = Command::new("python3").args(["-m", "pip", "install", "--quiet", "perfetto", "protobuf"]).status();
         if probe() {
             Ok(())
         } else {
@@ -95,18 +76,9 @@ fn ensure_perfetto_python() {
 fn check_pftrace(trace: &Path, db: &Path) -> Value {
     ensure_perfetto_python();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/read/check_pftrace.py");
-    let out = Command::new("python3")
-        .arg(&script)
-        .arg(trace)
-        .arg(db)
-        .output()
-        .unwrap();
+    let out = Command::new("python3").arg(&script).arg(trace).arg(db).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "check_pftrace.py failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "check_pftrace.py failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_str(stdout.lines().last().unwrap()).unwrap()
 }
 
@@ -120,10 +92,7 @@ fn pftrace_matches_db() {
     assert_eq!(r["gpu_ops"], 7);
     assert_eq!(r["api_calls"], 10);
     assert_eq!(r["roctx"], 1);
-    assert_eq!(
-        r["flows"], 6,
-        "5 rocpd_api_ops links to GPU ops + 1 by correlation id"
-    );
+    assert_eq!(r["flows"], 6, "5 rocpd_api_ops links to GPU ops + 1 by correlation id");
 }
 
 #[test]
@@ -142,8 +111,7 @@ fn read_json(path: &Path) -> Value {
     let bytes = std::fs::read(path).unwrap();
     if path.extension().is_some_and(|e| e == "gz") {
         let mut s = String::new();
-        std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&bytes[..]), &mut s)
-            .unwrap();
+        std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&bytes[..]), &mut s).unwrap();
         serde_json::from_str(&s).unwrap()
     } else {
         serde_json::from_slice(&bytes).unwrap()
@@ -162,13 +130,8 @@ fn check_json(doc: &Value, db: &Path) -> (usize, usize, usize) {
     let x: Vec<&Value> = ev.iter().filter(|e| e["ph"] == "X").collect();
     // Ops: every DB op once, same start / duration.
     let mut db_ops: HashMap<i64, (i64, i64)> = HashMap::new();
-    let mut st = c
-        .prepare("SELECT id, start, end - start FROM rocpd_op WHERE gpuId >= 0")
-        .unwrap();
-    for r in st
-        .query_map([], |r| Ok((r.get(0)?, (r.get(1)?, r.get(2)?))))
-        .unwrap()
-    {
+    let mut st = c.prepare("SELECT id, start, end - start FROM rocpd_op WHERE gpuId >= 0").unwrap();
+    for r in st.query_map([], |r| Ok((r.get(0)?, (r.get(1)?, r.get(2)?)))).unwrap() {
         let (id, v) = r.unwrap();
         db_ops.insert(id, v);
     }
@@ -176,22 +139,11 @@ fn check_json(doc: &Value, db: &Path) -> (usize, usize, usize) {
     assert_eq!(gpu.len(), db_ops.len(), "one slice per GPU op");
     for e in &gpu {
         let id = e["args"]["op_id"].as_i64().unwrap();
-        assert_eq!(
-            db_ops.get(&id),
-            Some(&(ns(&e["ts"]), ns(&e["dur"]))),
-            "op {id}"
-        );
+        assert_eq!(db_ops.get(&id), Some(&(ns(&e["ts"]), ns(&e["dur"]))), "op {id}");
     }
     let mut db_api: HashMap<i64, (i64, i64, i64, i64)> = HashMap::new();
-    let mut st = c
-        .prepare("SELECT id, pid, tid, start, end - start FROM rocpd_api")
-        .unwrap();
-    for r in st
-        .query_map([], |r| {
-            Ok((r.get(0)?, (r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))
-        })
-        .unwrap()
-    {
+    let mut st = c.prepare("SELECT id, pid, tid, start, end - start FROM rocpd_api").unwrap();
+    for r in st.query_map([], |r| Ok((r.get(0)?, (r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))).unwrap() {
         let (id, v) = r.unwrap();
         db_api.insert(id, v);
     }
@@ -200,24 +152,14 @@ fn check_json(doc: &Value, db: &Path) -> (usize, usize, usize) {
     for e in &api {
         let id = e["args"]["api_id"].as_i64().unwrap();
         let (pid, tid, start, dur) = db_api[&id];
-        assert_eq!(
-            (e["pid"].as_i64().unwrap(), ns(&e["ts"]), ns(&e["dur"])),
-            (pid, start, dur),
-            "api {id}"
-        );
-        assert_eq!(
-            e["tid"].as_i64().unwrap() % (1 << 26),
-            tid,
-            "api {id} thread"
-        );
+        assert_eq!((e["pid"].as_i64().unwrap(), ns(&e["ts"]), ns(&e["dur"])), (pid, start, dur), "api {id}");
+        assert_eq!(e["tid"].as_i64().unwrap() % (1 << 26), tid, "api {id} thread");
     }
     // Slices on one (pid, tid) nest properly.
     let mut per: BTreeMap<(i64, i64), Vec<(i64, i64)>> = BTreeMap::new();
     for e in &x {
         let s = ns(&e["ts"]);
-        per.entry((e["pid"].as_i64().unwrap(), e["tid"].as_i64().unwrap()))
-            .or_default()
-            .push((s, s + ns(&e["dur"])));
+        per.entry((e["pid"].as_i64().unwrap(), e["tid"].as_i64().unwrap())).or_default().push((s, s + ns(&e["dur"])));
     }
     for (k, mut v) in per {
         v.sort_by_key(|&(s, e)| (s, -e));
@@ -226,10 +168,7 @@ fn check_json(doc: &Value, db: &Path) -> (usize, usize, usize) {
             while stack.last().is_some_and(|&top| top <= s) {
                 stack.pop();
             }
-            assert!(
-                stack.last().is_none_or(|&top| top >= e),
-                "track {k:?}: [{s}, {e}] overlaps its parent partially"
-            );
+            assert!(stack.last().is_none_or(|&top| top >= e), "track {k:?}: [{s}, {e}] overlaps its parent partially");
             stack.push(e);
         }
     }
@@ -249,22 +188,18 @@ fn check_json(doc: &Value, db: &Path) -> (usize, usize, usize) {
     let mut by_track: HashMap<(i64, i64), Spans> = HashMap::new();
     for e in &x {
         let s = ns(&e["ts"]);
-        by_track
-            .entry((e["pid"].as_i64().unwrap(), e["tid"].as_i64().unwrap()))
-            .or_default()
-            .push((s, s + ns(&e["dur"]), e["cat"].as_str().unwrap()));
+        by_track.entry((e["pid"].as_i64().unwrap(), e["tid"].as_i64().unwrap())).or_default().push((
+            s,
+            s + ns(&e["dur"]),
+            e["cat"].as_str().unwrap(),
+        ));
     }
     for (id, (s, f)) in &flows {
-        let (s, f) = (
-            s.unwrap_or_else(|| panic!("flow {id} has no start")),
-            f.unwrap_or_else(|| panic!("flow {id} has no end")),
-        );
+        let (s, f) = (s.unwrap_or_else(|| panic!("flow {id} has no start")), f.unwrap_or_else(|| panic!("flow {id} has no end")));
         // the start lies inside an API slice of that thread, the end inside an op slice
         let inside = |p: &Value, cat: &str| {
             let t = ns(&p["ts"]);
-            by_track[&(p["pid"].as_i64().unwrap(), p["tid"].as_i64().unwrap())]
-                .iter()
-                .any(|&(s, e, c)| c == cat && s <= t && t <= e)
+            by_track[&(p["pid"].as_i64().unwrap(), p["tid"].as_i64().unwrap())].iter().any(|&(s, e, c)| c == cat && s <= t && t <= e)
         };
         assert!(inside(s, "api"), "flow {id} start not in an API slice");
         assert!(inside(f, "gpu"), "flow {id} end not in an op slice");
@@ -287,10 +222,7 @@ fn json_matches_db() {
     assert_eq!(err["args"]["ret"], 2);
     assert_eq!(err["args"]["error"], "hipErrorOutOfMemory");
     assert_eq!(err["args"]["args"], "size=1099511627776");
-    assert_eq!(
-        err["args"]["ptr"], "0x1006",
-        "a0 of an allocation is the pointer"
-    );
+    assert_eq!(err["args"]["ptr"], "0x1006", "a0 of an allocation is the pointer");
     assert_eq!(launch_args_function(ev), "0x1002");
     let unc = find(&|e| e["name"] == "hipStreamSynchronize").unwrap();
     assert_eq!(unc["args"]["status"], "thread exited inside the call");
@@ -301,17 +233,11 @@ fn json_matches_db() {
     assert_eq!(roctx["name"], "phase1");
     assert_eq!(roctx["pid"], 100, "on the pushing thread's process");
     assert_eq!(ns(&roctx["dur"]), 29_000);
-    let tn = |pid: i64, name: &str| {
-        ev.iter()
-            .any(|e| e["ph"] == "M" && e["pid"] == pid && e["args"]["name"] == name)
-    };
+    let tn = |pid: i64, name: &str| ev.iter().any(|e| e["ph"] == "M" && e["pid"] == pid && e["args"]["name"] == name);
     assert!(tn(100, "python3 100"));
     assert!(tn(rtl_user::read::GPU_PID_BASE, "GPU 0"));
     assert!(tn(rtl_user::read::GPU_PID_BASE + 1, "queue 1"));
-    assert!(
-        tn(rtl_user::read::GPU_PID_BASE, "queue 0 (overlap 1)"),
-        "the overlapping kernel has its own lane"
-    );
+    assert!(tn(rtl_user::read::GPU_PID_BASE, "queue 0 (overlap 1)"), "the overlapping kernel has its own lane");
     assert_eq!(doc["otherData"]["hostname"], "nodeA");
 }
 
@@ -333,49 +259,22 @@ fn roctx_ranges_from_api_rows_when_no_marker_ops() {
     let db = sample_trace(&d.path().join("t.db"), "nodeA", 0);
     {
         let c = Connection::open(&db).unwrap();
-        c.execute_batch("DELETE FROM rocpd_api_ops WHERE op_id IN (SELECT id FROM rocpd_op WHERE gpuId < 0); DELETE FROM rocpd_op WHERE gpuId < 0;").unwrap();
-        let t = c
-            .query_row("SELECT tid FROM rocpd_api WHERE id = 1", [], |r| {
-                r.get::<_, i64>(0)
-            })
-            .unwrap();
-        read_common::api(
-            &c,
-            100,
-            t,
-            35_000,
-            35_100,
-            "roctxMarkA",
-            "checkpoint",
-            11,
-            Some(0),
-            0,
-        );
+        c.execute_batch(
+            "DELETE FROM rocpd_api_ops WHERE op_id IN (SELECT id FROM rocpd_op WHERE gpuId < 0); DELETE FROM rocpd_op WHERE gpuId < 0;",
+        )
+        .unwrap();
+        let t = c.query_row("SELECT tid FROM rocpd_api WHERE id = 1", [], |r| r.get::<_, i64>(0)).unwrap();
+        read_common::api(&c, 100, t, 35_000, 35_100, "roctxMarkA", "checkpoint", 11, Some(0), 0);
     }
     let out = d.path().join("t.json");
     convert_perfetto_json(&db, &out).unwrap();
     let doc = read_json(&out);
-    let rx: Vec<Value> = doc["traceEvents"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|e| e["cat"] == "roctx")
-        .cloned()
-        .collect();
+    let rx: Vec<Value> = doc["traceEvents"].as_array().unwrap().iter().filter(|e| e["cat"] == "roctx").cloned().collect();
     assert_eq!(rx.len(), 2, "{rx:?}");
-    let range = rx
-        .iter()
-        .find(|e| e["name"] == "message=\"phase1\"")
-        .expect("range named by the push's text");
-    assert_eq!(
-        (ns(&range["ts"]), ns(&range["dur"])),
-        (1_000, 29_400),
-        "push start .. pop end"
-    );
+    let range = rx.iter().find(|e| e["name"] == "message=\"phase1\"").expect("range named by the push's text");
+    assert_eq!((ns(&range["ts"]), ns(&range["dur"])), (1_000, 29_400), "push start .. pop end");
     assert_eq!(range["pid"], 100);
-    assert!(rx
-        .iter()
-        .any(|e| e["name"] == "checkpoint" && ns(&e["dur"]) == 0));
+    assert!(rx.iter().any(|e| e["name"] == "checkpoint" && ns(&e["dur"]) == 0));
     let p = d.path().join("t.pftrace");
     convert_perfetto_proto(&db, &p).unwrap();
     let r = check_pftrace(&p, &db);
@@ -396,12 +295,7 @@ fn empty_and_markers_only_traces_convert() {
         let j = d.path().join("o.json");
         convert_perfetto_json(db, &j).unwrap();
         let doc = read_json(&j);
-        let rx = doc["traceEvents"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|e| e["cat"] == "roctx")
-            .count();
+        let rx = doc["traceEvents"].as_array().unwrap().iter().filter(|e| e["cat"] == "roctx").count();
         assert_eq!(rx, n);
         let p = d.path().join("o.pftrace");
         convert_perfetto_proto(db, &p).unwrap();

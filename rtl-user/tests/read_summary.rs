@@ -7,16 +7,7 @@ use serde_json::Value;
 
 fn json_summary(db: &std::path::Path) -> Value {
     let mut out = Vec::new();
-    summary(
-        db,
-        &SummaryOptions {
-            json: true,
-            html: None,
-            top: 20,
-        },
-        &mut out,
-    )
-    .unwrap();
+    summary(db, &SummaryOptions { json: true, html: None, top: 20 }, &mut out).unwrap();
     serde_json::from_slice(&out).unwrap()
 }
 
@@ -34,10 +25,7 @@ fn summary_numbers() {
 
     let k = s["kernels"].as_array().unwrap();
     assert_eq!(k.len(), 3);
-    assert_eq!(
-        k[0]["name"], "vectorAdd(float*, float*, float*, int)",
-        "demangled, sorted by total"
-    );
+    assert_eq!(k[0]["name"], "vectorAdd(float*, float*, float*, int)", "demangled, sorted by total");
     assert_eq!(k[0]["calls"], 2);
     assert_eq!(k[0]["total_ns"], 20_000);
     assert_eq!(k[0]["min_ns"], 10_000);
@@ -48,17 +36,10 @@ fn summary_numbers() {
     assert_eq!(k[1]["total_ns"], 17_000);
     assert_eq!(k[1]["min_ns"], 1_000);
     assert_eq!(k[1]["mean_ns"], 4_250);
-    assert_eq!(
-        k[2]["name"], "CopyHostToDevice",
-        "no description: the op type names it"
-    );
+    assert_eq!(k[2]["name"], "CopyHostToDevice", "no description: the op type names it");
 
     let apis = s["apis"].as_array().unwrap();
-    let get = |n: &str| {
-        apis.iter()
-            .find(|a| a["name"] == n)
-            .unwrap_or_else(|| panic!("{n} missing"))
-    };
+    let get = |n: &str| apis.iter().find(|a| a["name"] == n).unwrap_or_else(|| panic!("{n} missing"));
     assert_eq!(get("hipLaunchKernel")["calls"], 2);
     assert_eq!(get("hipLaunchKernel")["total_ns"], 9_000);
     assert_eq!(get("hipLaunchKernel")["mean_ns"], 4_500);
@@ -72,10 +53,7 @@ fn summary_numbers() {
     assert_eq!(s["gpu_busy"]["first_ns"], 9_000);
     assert_eq!(s["gpu_busy"]["last_ns"], 32_000);
     assert_eq!(dev[0]["gpu"], 0);
-    assert_eq!(
-        dev[0]["busy_ns"], 17_000,
-        "union: overlapping kernels counted once"
-    );
+    assert_eq!(dev[0]["busy_ns"], 17_000, "union: overlapping kernels counted once");
     assert_eq!(dev[0]["wall_ns"], 23_000);
     assert_eq!(dev[0]["queues"][0]["busy_ns"], 16_000);
     assert_eq!(dev[0]["queues"][1]["busy_ns"], 5_000);
@@ -107,10 +85,7 @@ fn summary_numbers() {
 
     assert_eq!(s["lost"]["unlinked_gpu_ops"], 2);
     assert_eq!(s["lost"]["unclosed_apis"], 1);
-    assert_eq!(
-        s["lost"]["unclosed_by_reason"]["thread exited inside the call"],
-        1
-    );
+    assert_eq!(s["lost"]["unclosed_by_reason"]["thread exited inside the call"], 1);
     assert_eq!(s["lost"]["profiler_only_apis"], 0);
     assert_eq!(s["lost"]["api_errors"], 1);
     assert_eq!(s["lost"]["errors"][0]["api"], "hipMalloc");
@@ -124,16 +99,7 @@ fn summary_text_and_top() {
     let d = tmpdir();
     let db = sample_trace(&d.path().join("t.db"), "nodeA", 0);
     let mut out = Vec::new();
-    summary(
-        &db,
-        &SummaryOptions {
-            json: false,
-            html: None,
-            top: 1,
-        },
-        &mut out,
-    )
-    .unwrap();
+    summary(&db, &SummaryOptions { json: false, html: None, top: 1 }, &mut out).unwrap();
     let text = String::from_utf8(out).unwrap();
     for want in [
         "GPU kernels and ops by total time (top 1 of 3; 2 left out: --top 0 shows all)",
@@ -150,10 +116,7 @@ fn summary_text_and_top() {
     ] {
         assert!(text.contains(want), "missing {want:?} in:\n{text}");
     }
-    assert!(
-        !text.contains("reduce(float*, int)"),
-        "top 1 shows one kernel"
-    );
+    assert!(!text.contains("reduce(float*, int)"), "top 1 shows one kernel");
 }
 
 #[test]
@@ -162,16 +125,7 @@ fn summary_html_is_self_contained() {
     let db = sample_trace(&d.path().join("t.db"), "nodeA", 0);
     let html = d.path().join("report.html");
     let mut out = Vec::new();
-    summary(
-        &db,
-        &SummaryOptions {
-            json: false,
-            html: Some(html.clone()),
-            top: 10,
-        },
-        &mut out,
-    )
-    .unwrap();
+    summary(&db, &SummaryOptions { json: false, html: Some(html.clone()), top: 10 }, &mut out).unwrap();
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(page.starts_with("<!DOCTYPE html>"));
     assert_eq!(page.matches("<svg").count(), 2, "timeline + kernel chart");
@@ -179,10 +133,7 @@ fn summary_html_is_self_contained() {
     assert!(page.contains("vectorAdd(float*, float*, float*, int)"));
     assert!(!page.contains("<script") && !page.contains("src=") && !page.contains("<link"));
     let without_ns = page.replace("http://www.w3.org/2000/svg", "");
-    assert!(
-        !without_ns.contains("http://") && !without_ns.contains("https://"),
-        "no network references"
-    );
+    assert!(!without_ns.contains("http://") && !without_ns.contains("https://"), "no network references");
 }
 
 #[test]
@@ -205,14 +156,7 @@ fn summary_of_empty_trace() {
 #[ignore = "a benchmark, not a test: cargo run --release -p rtl-user --example bench_summary"]
 fn bench_summary_10m() {
     let status = std::process::Command::new(env!("CARGO"))
-        .args([
-            "run",
-            "--release",
-            "-p",
-            "rtl-user",
-            "--example",
-            "bench_summary",
-        ])
+        .args(["run", "--release", "-p", "rtl-user", "--example", "bench_summary"])
         .status()
         .unwrap();
     assert!(status.success());
@@ -224,26 +168,8 @@ fn summary_status_reasons() {
     let db = sample_trace(&d.path().join("t.db"), "nodeA", 0);
     {
         let c = rusqlite::Connection::open(&db).unwrap();
-        for (st, ret) in [
-            (2, None),
-            (3, None),
-            (3, None),
-            (4, Some(1)),
-            (5, Some(0)),
-            (5, Some(3)),
-        ] {
-            read_common::api(
-                &c,
-                100,
-                100,
-                50_000,
-                50_100,
-                "hipDeviceSynchronize",
-                "",
-                0,
-                ret,
-                st,
-            );
+        for (st, ret) in [(2, None), (3, None), (3, None), (4, Some(1)), (5, Some(0)), (5, Some(3))] {
+            read_common::api(&c, 100, 100, 50_000, 50_100, "hipDeviceSynchronize", "", 0, ret, st);
         }
     }
     let s = json_summary(&db);
@@ -253,20 +179,11 @@ fn summary_status_reasons() {
     assert_eq!(l["unclosed_by_reason"]["trace ended inside the call"], 2);
     assert_eq!(l["unclosed_by_reason"]["return lost (unmatched)"], 1);
     assert_eq!(l["profiler_only_apis"], 2);
-    assert_eq!(
-        l["api_errors"],
-        1 + 1,
-        "hipMalloc, and the profiler-only call that returned 3"
-    );
+    assert_eq!(l["api_errors"], 1 + 1, "hipMalloc, and the profiler-only call that returned 3");
     let codes = l["errors"].as_array().unwrap();
-    assert!(codes.iter().any(|e| e["api"] == "hipDeviceSynchronize"
-        && e["ret"] == 3
-        && e["error"] == "hipErrorNotInitialized"));
+    assert!(codes.iter().any(|e| e["api"] == "hipDeviceSynchronize" && e["ret"] == 3 && e["error"] == "hipErrorNotInitialized"));
     let apis = s["apis"].as_array().unwrap();
-    let sync = apis
-        .iter()
-        .find(|a| a["name"] == "hipDeviceSynchronize")
-        .unwrap();
+    let sync = apis.iter().find(|a| a["name"] == "hipDeviceSynchronize").unwrap();
     assert_eq!(sync["unclosed"], 4);
     assert_eq!(sync["errors"], 1);
 }
@@ -285,19 +202,10 @@ fn summary_shows_nonzero_collector_loss_counters() {
     let mut out = Vec::new();
     summary(&db, &SummaryOptions::default(), &mut out).unwrap();
     let text = String::from_utf8(out).unwrap();
-    assert!(
-        text.contains("calls_unclosed: 2") && text.contains("returns_without_entry: 5"),
-        "{text}"
-    );
-    assert!(
-        !text.contains("ringbuf_drops") && !text.contains("probe_entries"),
-        "{text}"
-    );
+    assert!(text.contains("calls_unclosed: 2") && text.contains("returns_without_entry: 5"), "{text}");
+    assert!(!text.contains("ringbuf_drops") && !text.contains("probe_entries"), "{text}");
     let s = json_summary(&db);
-    assert_eq!(
-        s["lost"]["dropped"]["ringbuf_drops"], 0,
-        "--json has them all"
-    );
+    assert_eq!(s["lost"]["dropped"]["ringbuf_drops"], 0, "--json has them all");
     assert!(s["lost"]["dropped"].get("probe_entries").is_none());
 }
 
@@ -319,18 +227,9 @@ fn summary_error_codes_negative_and_non_hip() {
     }
     let s = json_summary(&db);
     let codes = s["lost"]["errors"].as_array().unwrap();
-    let find = |r: i64| {
-        codes
-            .iter()
-            .find(|e| e["api"] == "cuLaunchKernel" && e["ret"] == r)
-            .cloned()
-    };
+    let find = |r: i64| codes.iter().find(|e| e["api"] == "cuLaunchKernel" && e["ret"] == r).cloned();
     assert_eq!(find(-1).unwrap()["calls"], 2);
-    assert_eq!(
-        find(-1).unwrap()["error"],
-        "-1",
-        "non-HIP codes are shown as numbers"
-    );
+    assert_eq!(find(-1).unwrap()["error"], "-1", "non-HIP codes are shown as numbers");
     assert_eq!(find(7).unwrap()["calls"], 1);
     assert_eq!(s["lost"]["api_errors"], 1 + 3);
     for n in ["hipGetErrorString", "hipApiName", "hsa_queue_create"] {

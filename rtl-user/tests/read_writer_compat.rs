@@ -7,9 +7,7 @@ use std::sync::Arc;
 use read_common::*;
 use rtl_user::join::rows::{ApiMeaningRow, ApiRow, CallStatus, KernelRow, LinkKind, OpRow, ProcessRow, Row, RtlApiRow};
 use rtl_user::probe::apis;
-use rtl_user::read::{
-    convert_perfetto_json, convert_perfetto_proto, merge, summary, SummaryOptions,
-};
+use rtl_user::read::{convert_perfetto_json, convert_perfetto_proto, merge, summary, SummaryOptions};
 use rtl_user::trace::writer::TraceWriter;
 
 fn rows() -> Vec<Row> {
@@ -29,50 +27,15 @@ fn rows() -> Vec<Row> {
         let spec = apis::find(n).unwrap();
         v.push(Row::ApiMeaning(ApiMeaningRow { name: n.clone(), ret: spec.ret, args: spec.arg_meanings() }));
     }
-    v.push(Row::Api(ApiRow {
-        id: 1,
-        pid: 4242,
-        tid: 4242,
-        start: 1_000,
-        end: 60_000,
-        name: push,
-    }));
-    v.push(Row::RtlApi(RtlApiRow {
-        id: 1,
-        ret: Some(0),
-        status: CallStatus::Complete,
-        a: [None; 4],
-    }));
+    v.push(Row::Api(ApiRow { id: 1, pid: 4242, tid: 4242, start: 1_000, end: 60_000, name: push }));
+    v.push(Row::RtlApi(RtlApiRow { id: 1, ret: Some(0), status: CallStatus::Complete, a: [None; 4] }));
     for i in 0..4i64 {
         let id = 2 + i;
         let t = 2_000 + i as u64 * 10_000;
-        v.push(Row::Api(ApiRow {
-            id,
-            pid: 4242,
-            tid: 4242,
-            start: t,
-            end: t + 3_000,
-            name: name.clone(),
-        }));
-        let status = if i == 3 {
-            CallStatus::TraceEnded
-        } else {
-            CallStatus::Complete
-        };
-        v.push(Row::RtlApi(RtlApiRow {
-            id,
-            ret: if i == 3 { None } else { Some(0) },
-            status,
-            a: [Some(0x7f00 + i), None, None, None],
-        }));
-        v.push(Row::Kernel(KernelRow {
-            id,
-            stream: 0,
-            grid: [64, 1, 1],
-            block: [256, 1, 1],
-            shmem: 0,
-            name: "_Z4axpyfPfS_".into(),
-        }));
+        v.push(Row::Api(ApiRow { id, pid: 4242, tid: 4242, start: t, end: t + 3_000, name: name.clone() }));
+        let status = if i == 3 { CallStatus::TraceEnded } else { CallStatus::Complete };
+        v.push(Row::RtlApi(RtlApiRow { id, ret: if i == 3 { None } else { Some(0) }, status, a: [Some(0x7f00 + i), None, None, None] }));
+        v.push(Row::Kernel(KernelRow { id, stream: 0, grid: [64, 1, 1], block: [256, 1, 1], shmem: 0, name: "_Z4axpyfPfS_".into() }));
         v.push(Row::Op(OpRow {
             gpu: 0,
             queue: 0,
@@ -107,47 +70,25 @@ fn readers_work_on_writer_output() {
     let db = d.path().join("app.rpd");
     let mut w = TraceWriter::create(&db, false).unwrap();
     w.write(&rows()).unwrap();
-    w.add_library("/opt/rocm/lib/libamdhip64.so", 1, 2, 100, &[])
-        .unwrap();
+    w.add_library("/opt/rocm/lib/libamdhip64.so", 1, 2, 100, &[]).unwrap();
     w.set_meta("hostname", "nodeW").unwrap();
 
     // While the collector is still writing (WAL mode, writer open), the readers already work.
     let mut out = Vec::new();
-    summary(
-        &db,
-        &SummaryOptions {
-            json: true,
-            html: None,
-            top: 5,
-        },
-        &mut out,
-    )
-    .unwrap();
+    summary(&db, &SummaryOptions { json: true, html: None, top: 5 }, &mut out).unwrap();
     let s: serde_json::Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(s["totals"]["gpu_ops"], 4);
     w.finish().unwrap();
 
     let mut out = Vec::new();
-    summary(
-        &db,
-        &SummaryOptions {
-            json: true,
-            html: None,
-            top: 5,
-        },
-        &mut out,
-    )
-    .unwrap();
+    summary(&db, &SummaryOptions { json: true, html: None, top: 5 }, &mut out).unwrap();
     let s: serde_json::Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(s["totals"]["api_calls"], 5);
     assert_eq!(s["totals"]["gpu_ops"], 4);
     assert_eq!(s["totals"]["markers"], 1);
     assert_eq!(s["kernels"][0]["name"], "axpy(float, float*, float*)");
     assert_eq!(s["lost"]["unlinked_gpu_ops"], 0);
-    assert_eq!(
-        s["lost"]["unclosed_by_reason"]["trace ended inside the call"],
-        1
-    );
+    assert_eq!(s["lost"]["unclosed_by_reason"]["trace ended inside the call"], 1);
     assert_eq!(s["launch_latency"]["p50_ns"], 4_000);
     assert_eq!(s["processes"][0]["cmdline"], "app --size 1024");
     // How each GPU op was linked: one rtl_op row per GPU op, none for the marker.
@@ -160,15 +101,14 @@ fn readers_work_on_writer_output() {
     assert_eq!(ev.iter().filter(|e| e["cat"] == "gpu").count(), 4);
     assert_eq!(ev.iter().filter(|e| e["ph"] == "s").count(), 4);
     let rx = ev.iter().find(|e| e["cat"] == "roctx").unwrap();
-    assert_eq!(
-        (rx["name"].as_str(), rx["pid"].as_i64(), rx["tid"].as_i64()),
-        (Some("forward"), Some(4242), Some((1 << 29) + 4242))
-    );
+    assert_eq!((rx["name"].as_str(), rx["pid"].as_i64(), rx["tid"].as_i64()), (Some("forward"), Some(4242), Some((1 << 29) + 4242)));
     convert_perfetto_proto(&db, &d.path().join("app.pftrace")).unwrap();
 
     let c = rusqlite::Connection::open(&db).unwrap();
     let meanings: Vec<(String, String, Option<String>, i64)> = c
-        .prepare("SELECT s.string, m.ret_kind, m.a0, m.hex FROM rtl_api_meaning m JOIN rocpd_string s ON s.id = m.apiName_id ORDER BY s.string")
+        .prepare(
+            "SELECT s.string, m.ret_kind, m.a0, m.hex FROM rtl_api_meaning m JOIN rocpd_string s ON s.id = m.apiName_id ORDER BY s.string",
+        )
         .unwrap()
         .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
         .unwrap()
@@ -176,7 +116,10 @@ fn readers_work_on_writer_output() {
         .collect();
     assert_eq!(
         meanings,
-        [("hipLaunchKernel".into(), "hipError_t".into(), Some("function".into()), 0b1001), ("roctxRangePushA".into(), "int32".into(), None, 0)]
+        [
+            ("hipLaunchKernel".into(), "hipError_t".into(), Some("function".into()), 0b1001),
+            ("roctxRangePushA".into(), "int32".into(), None, 0)
+        ]
     );
     let launch = ev.iter().find(|e| e["name"] == "hipLaunchKernel").unwrap();
     assert_eq!(launch["args"]["function"], "0x7f00", "a0 named as the trace says: {launch}");

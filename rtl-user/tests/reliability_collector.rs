@@ -121,8 +121,11 @@ fn sigint_and_sigterm_at_a_random_moment_keep_every_reported_row() {
     for (sig, name) in [(libc::SIGINT, "SIGINT"), (libc::SIGTERM, "SIGTERM")] {
         let d = tmpdir();
         let db = d.path().join("t.db");
-        let mut apps: Vec<Child> =
-            (0..2).map(|i| hot_loop_waiting(&["--threads", "2", "--seconds", "30", "--api", "geterrorstring"], &d.path().join(format!("{i}.jsonl")))).collect();
+        let mut apps: Vec<Child> = (0..2)
+            .map(|i| {
+                hot_loop_waiting(&["--threads", "2", "--seconds", "30", "--api", "geterrorstring"], &d.path().join(format!("{i}.jsonl")))
+            })
+            .collect();
         let mut args = vec!["attach", "--quiet", "--apis", FAST_API, "-o", db.to_str().unwrap()];
         let pids: Vec<String> = apps.iter().map(|a| a.id().to_string()).collect();
         for p in &pids {
@@ -225,7 +228,8 @@ fn check_accounting(db: &Path, calls_made: u64, task_slack: u64) -> (u64, u64) {
     // The probes saw every call the workload made (kernel-side counters, never dropped).
     assert_eq!(entries, calls_made, "probe_entries vs the workload's own count");
     assert_eq!(exits, calls_made, "probe_exits vs the workload's own count");
-    let complete = count(db, "SELECT count(*) FROM rocpd_api a LEFT JOIN rtl_api r ON r.api_id = a.id WHERE coalesce(r.status, 0) = 0") as u64;
+    let complete =
+        count(db, "SELECT count(*) FROM rocpd_api a LEFT JOIN rtl_api r ON r.api_id = a.id WHERE coalesce(r.status, 0) = 0") as u64;
     let forced = count(db, "SELECT count(*) FROM rtl_api WHERE status BETWEEN 1 AND 4") as u64;
     assert!(complete + forced <= entries && complete + orphans <= exits, "more rows than probe hits");
     let lost_entries = entries - (complete + forced);
@@ -250,8 +254,18 @@ fn ring_buffer_overflow_is_counted_per_cpu_the_app_is_not_blocked_and_the_collec
     let mut a = hot_loop_waiting(&["--threads", "2", "--calls", "20000", "--api", "geterrorstring"], &ta);
     let mut b = hot_loop_waiting(&["--threads", "1", "--calls", "500", "--api", "geterrorstring"], &tb);
     let t = Tracer::start(&[
-        "attach", "--quiet", "--buffer-mb", "1", "--apis", FAST_API,
-        "--pid", &a.id().to_string(), "--pid", &b.id().to_string(), "-o", db.to_str().unwrap(),
+        "attach",
+        "--quiet",
+        "--buffer-mb",
+        "1",
+        "--apis",
+        FAST_API,
+        "--pid",
+        &a.id().to_string(),
+        "--pid",
+        &b.id().to_string(),
+        "-o",
+        db.to_str().unwrap(),
     ]);
     signal(t.pid(), libc::SIGSTOP);
     let t0 = Instant::now();
@@ -267,7 +281,10 @@ fn ring_buffer_overflow_is_counted_per_cpu_the_app_is_not_blocked_and_the_collec
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         std::thread::sleep(Duration::from_millis(300));
-        let n = Connection::open(&db).ok().and_then(|c| c.query_row("SELECT count(*) FROM rocpd_api", [], |r| r.get::<_, i64>(0)).ok()).unwrap_or(-1);
+        let n = Connection::open(&db)
+            .ok()
+            .and_then(|c| c.query_row("SELECT count(*) FROM rocpd_api", [], |r| r.get::<_, i64>(0)).ok())
+            .unwrap_or(-1);
         if n > 0 && n == last {
             break;
         }
@@ -332,7 +349,19 @@ fn burst_with_the_writer_locked(db: &Path, truth: &Path) -> (Tracer, Connection)
     let mut app = hot_loop_waiting(&["--threads", "2", "--seconds", "2", "--api", "geterrorstring"], truth);
     // A 4 MiB ring buffer: the burst outgrows it many times over even on a slow, busy machine.
     let pid = app.id().to_string();
-    let t = Tracer::start(&["attach", "--quiet", "--keep-waiting", "--buffer-mb", "4", "--apis", FAST_API, "--pid", &pid, "-o", db.to_str().unwrap()]);
+    let t = Tracer::start(&[
+        "attach",
+        "--quiet",
+        "--keep-waiting",
+        "--buffer-mb",
+        "4",
+        "--apis",
+        FAST_API,
+        "--pid",
+        &pid,
+        "-o",
+        db.to_str().unwrap(),
+    ]);
     let lock = hold_write_lock(db);
     signal(app.id(), libc::SIGUSR1);
     assert!(wait_exit(&mut app, 60).success());
@@ -413,10 +442,7 @@ fn load_10s_4x4_counts_exact_or_drops_accounted_memory_bounded() {
     let db = d.path().join("t.db");
     let tr = d.path().join("truth.jsonl");
     let hl = workload("hot_loop");
-    let script = format!(
-        "for i in 1 2 3 4; do {} --threads 4 --seconds 10 --api geterrorstring > /dev/null & done; wait",
-        hl.display()
-    );
+    let script = format!("for i in 1 2 3 4; do {} --threads 4 --seconds 10 --api geterrorstring > /dev/null & done; wait", hl.display());
     let out = Command::new(rtl())
         .args(["run", "--quiet", "--apis", FAST_API, "-o", db.to_str().unwrap(), "--", "sh", "-c", &script])
         .env("RTL_WORKLOAD_TRUTH", &tr)

@@ -136,8 +136,7 @@ exit 0
     let epid = truth_pid(&dir.join("exec.jsonl")).expect("the exec victim's truth");
     let e = of(epid);
     let etruth = truth(&dir.join("exec.jsonl"));
-    let in_flight: Vec<&Value> =
-        etruth.iter().filter(|v| v["note"] == "in_flight_at_exec" && v["returned"] == false).collect();
+    let in_flight: Vec<&Value> = etruth.iter().filter(|v| v["note"] == "in_flight_at_exec" && v["returned"] == false).collect();
     assert!(!in_flight.is_empty(), "the 5 s synchronize should be in flight at exec: {etruth:?}");
     for n in &in_flight {
         let tid = n["call_tid"].as_u64().unwrap() as u32;
@@ -151,8 +150,11 @@ exit 0
     let after: Vec<Value> = etruth[exec_at..].to_vec();
     let after_calls = probed_truth(&after, SIM_APIS);
     assert!(!after_calls.is_empty());
-    let e_new: Vec<TracedCall> =
-        e.iter().filter(|c| c.start > etruth[exec_at - 1]["start_ns"].as_i64().unwrap_or(0) && c.status == 0).map(|c| (*c).clone()).collect();
+    let e_new: Vec<TracedCall> = e
+        .iter()
+        .filter(|c| c.start > etruth[exec_at - 1]["start_ns"].as_i64().unwrap_or(0) && c.status == 0)
+        .map(|c| (*c).clone())
+        .collect();
     let m = match_truth(&after_calls, &e_new);
     assert_eq!(m.len(), after_calls.len());
 
@@ -177,10 +179,27 @@ exit 0
 
 /// The api_mix sequence's APIs (forker's children run it).
 const API_MIX_APIS: &[&str] = &[
-    "hipGetDeviceCount", "hipSetDevice", "hipMalloc", "hipHostMalloc", "hipMemcpy", "hipStreamCreate",
-    "hipMemcpyAsync", "hipMemset", "hipMemsetAsync", "hipEventCreate", "hipEventRecord", "hipLaunchKernel",
-    "hipEventSynchronize", "hipEventElapsedTime", "hipStreamQuery", "hipStreamSynchronize",
-    "hipDeviceSynchronize", "hipEventDestroy", "hipStreamDestroy", "hipFree", "hipHostFree",
+    "hipGetDeviceCount",
+    "hipSetDevice",
+    "hipMalloc",
+    "hipHostMalloc",
+    "hipMemcpy",
+    "hipStreamCreate",
+    "hipMemcpyAsync",
+    "hipMemset",
+    "hipMemsetAsync",
+    "hipEventCreate",
+    "hipEventRecord",
+    "hipLaunchKernel",
+    "hipEventSynchronize",
+    "hipEventElapsedTime",
+    "hipStreamQuery",
+    "hipStreamSynchronize",
+    "hipDeviceSynchronize",
+    "hipEventDestroy",
+    "hipStreamDestroy",
+    "hipFree",
+    "hipHostFree",
 ];
 
 #[test]
@@ -191,10 +210,26 @@ fn a_parent_forking_100_children_is_traced_exactly() {
     let apis = API_MIX_APIS.join(",");
     let forker = workload("forker");
     let out = rtl_run(&[
-        "run", "--quiet", "--apis", &apis, "-o", db.to_str().unwrap(), "--", "env",
+        "run",
+        "--quiet",
+        "--apis",
+        &apis,
+        "-o",
+        db.to_str().unwrap(),
+        "--",
+        "env",
         &format!("RTL_WORKLOAD_TRUTH={}", tr.display()),
         forker.to_str().unwrap(),
-        "--children", "100", "--grandchildren", "0", "--exec", "0", "--threads", "1", "--reps", "1",
+        "--children",
+        "100",
+        "--grandchildren",
+        "0",
+        "--exec",
+        "0",
+        "--threads",
+        "1",
+        "--reps",
+        "1",
     ]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{err}");

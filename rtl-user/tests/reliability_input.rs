@@ -64,10 +64,13 @@ fn malformed_elves(good: &[u8]) -> Vec<(&'static str, Vec<u8>)> {
         ("wrong byte order", with(&|v| v[5] = 2)),
         ("wrong machine (aarch64)", with(&|v| v[18..20].copy_from_slice(&183u16.to_le_bytes()))),
         ("missing dynsym", no_dynsym),
-        ("no section headers", with(&|v| {
-            v[0x28..0x30].copy_from_slice(&0u64.to_le_bytes());
-            v[0x3c..0x3e].copy_from_slice(&0u16.to_le_bytes());
-        })),
+        (
+            "no section headers",
+            with(&|v| {
+                v[0x28..0x30].copy_from_slice(&0u64.to_le_bytes());
+                v[0x3c..0x3e].copy_from_slice(&0u16.to_le_bytes());
+            }),
+        ),
         ("huge section count", with(&|v| v[0x3c..0x3e].copy_from_slice(&0xffffu16.to_le_bytes()))),
         ("section table past the end", with(&|v| v[0x28..0x30].copy_from_slice(&(u64::MAX - 63).to_le_bytes()))),
         ("huge program header count", with(&|v| v[0x38..0x3a].copy_from_slice(&0xffffu16.to_le_bytes()))),
@@ -99,7 +102,12 @@ fn malformed_elf_libraries_exit_6_without_a_crash_or_a_file() {
     let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
     // SAFETY: valid C string.
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
-    for (name, p) in [("a directory", d.path().to_path_buf()), ("missing", d.path().join("nope.so")), ("/dev/zero", "/dev/zero".into()), ("a FIFO", fifo)] {
+    for (name, p) in [
+        ("a directory", d.path().to_path_buf()),
+        ("missing", d.path().join("nope.so")),
+        ("/dev/zero", "/dev/zero".into()),
+        ("a FIFO", fifo),
+    ] {
         cases.push((name.to_string(), p));
     }
     for (name, p) in &cases {
@@ -226,7 +234,16 @@ fn hostile_ring_buffer_records_are_rejected_not_trusted() {
         let kind = 1 + (rng.next() % 10) as u32;
         b[..4].copy_from_slice(&kind.to_le_bytes());
         b[8..16].copy_from_slice(&(((rng.next() % 4) << 32) | (rng.next() % 4)).to_le_bytes());
-        if let Ok(ev) = decode(&b[..match kind { 1 => 128, 2 => 48, 3 => 128 + 256, 10 => 80, _ => 32 }.min(b.len())]) {
+        if let Ok(ev) = decode(
+            &b[..match kind {
+                1 => 128,
+                2 => 48,
+                3 => 128 + 256,
+                10 => 80,
+                _ => 32,
+            }
+            .min(b.len())],
+        ) {
             j.push(ev, &mut rows);
         }
     }
@@ -315,7 +332,18 @@ fn pids_that_vanish_between_check_and_attach() {
             .spawn()
             .unwrap();
         std::thread::sleep(Duration::from_millis(5));
-        let out = rtl_run(&["attach", "--quiet", "--duration", "0.5", "--apis", "hipGetErrorString", "--pid", &app.id().to_string(), "-o", db.to_str().unwrap()]);
+        let out = rtl_run(&[
+            "attach",
+            "--quiet",
+            "--duration",
+            "0.5",
+            "--apis",
+            "hipGetErrorString",
+            "--pid",
+            &app.id().to_string(),
+            "-o",
+            db.to_str().unwrap(),
+        ]);
         let err = String::from_utf8_lossy(&out.stderr);
         no_crash(&err);
         app.wait().unwrap();
@@ -415,7 +443,8 @@ fn unwritable_outputs_are_exit_7_and_touch_nothing() {
     assert!(dir_out.is_dir(), "--force never removes a directory");
 }
 
-const EVIL_AGENT_C: &str = "void rtl_agent_publish(const void *data, unsigned long len) { __asm__ volatile(\"\" :: \"r\"(data), \"r\"(len) : \"memory\"); }\n";
+const EVIL_AGENT_C: &str =
+    "void rtl_agent_publish(const void *data, unsigned long len) { __asm__ volatile(\"\" :: \"r\"(data), \"r\"(len) : \"memory\"); }\n";
 
 const EVIL_PY: &str = r#"
 import ctypes, os, random, struct, sys
@@ -469,7 +498,8 @@ fn hostile_agent_batches_are_rejected_and_counted() {
     std::io::BufRead::read_line(&mut out, &mut line).unwrap();
     assert_eq!(line.trim(), "ready");
     let db = d.path().join("t.db");
-    let tracer = rtl_start(&["attach", "--quiet", "--apis", "hipGetErrorString", "--pid", &app.id().to_string(), "-o", db.to_str().unwrap()]);
+    let tracer =
+        rtl_start(&["attach", "--quiet", "--apis", "hipGetErrorString", "--pid", &app.id().to_string(), "-o", db.to_str().unwrap()]);
     std::io::Write::write_all(app.stdin.as_mut().unwrap(), b"go\n").unwrap();
     line.clear();
     std::io::BufRead::read_line(&mut out, &mut line).unwrap();
@@ -480,8 +510,12 @@ fn hostile_agent_batches_are_rejected_and_counted() {
     let m = |t: &str| meta(&db, t).unwrap_or_else(|| panic!("metadata {t}")).parse::<u64>().unwrap();
     let summary = format!(
         "batches {} rejected {} oversized {} truncated-in-kernel {} records_rejected {} gpu_ops {}",
-        m("agent_batches"), m("agent_batches_rejected"), m("agent_batches_oversized"), m("agent_batches_truncated"),
-        m("records_rejected"), m("gpu_ops")
+        m("agent_batches"),
+        m("agent_batches_rejected"),
+        m("agent_batches_oversized"),
+        m("agent_batches_truncated"),
+        m("records_rejected"),
+        m("gpu_ops")
     );
     assert_eq!(m("ringbuf_drops"), 0, "{summary}");
     assert_eq!(m("agent_batches"), G + 8, "{summary}");

@@ -117,7 +117,8 @@ fn library_deleted_and_replaced_while_attached() {
     // call from then on.
     // (The call in flight while the entry and return probes go in may be caught half: the
     // first complete call is the reference.)
-    let first2 = calls.iter().filter(|c| c.pid == p2 && c.status == 0).map(|c| c.start).min().expect("S2 (replacement library) never traced");
+    let first2 =
+        calls.iter().filter(|c| c.pid == p2 && c.status == 0).map(|c| c.start).min().expect("S2 (replacement library) never traced");
     assert!(first2 - s2_start < 3_000_000_000, "S2 traced only {} ms after its start", (first2 - s2_start) / 1_000_000);
     let n2 = traced_between(&t2, &calls, p2, first2, end);
     assert!(n2 > 20, "S2 (replacement library): {n2} calls");
@@ -179,7 +180,8 @@ fn a_process_mapping_two_different_copies_is_traced_in_both() {
     let mut line = String::new();
     out.read_line(&mut line).unwrap();
     assert_eq!(line.trim(), "ready", "{line}");
-    let tracer = rtl_start(&["attach", "--quiet", "--apis", "hipGetErrorString", "--pid", &app.id().to_string(), "-o", db.to_str().unwrap()]);
+    let tracer =
+        rtl_start(&["attach", "--quiet", "--apis", "hipGetErrorString", "--pid", &app.id().to_string(), "-o", db.to_str().unwrap()]);
     app.stdin.as_mut().unwrap().write_all(b"go\n").unwrap();
     line.clear();
     out.read_line(&mut line).unwrap();

@@ -15,7 +15,8 @@ use common::*;
 use rtl_user::join::strings::PER_PROCESS_BYTES;
 use rtl_user::probe::demangle::MAX_DEMANGLED;
 
-const EVIL_AGENT_C: &str = "void rtl_agent_publish(const void *data, unsigned long len) { __asm__ volatile(\"\" :: \"r\"(data), \"r\"(len) : \"memory\"); }\n";
+const EVIL_AGENT_C: &str =
+    "void rtl_agent_publish(const void *data, unsigned long len) { __asm__ volatile(\"\" :: \"r\"(data), \"r\"(len) : \"memory\"); }\n";
 
 /// Publishes forged batches through a fake agent: first one kernel-name string that demangles
 /// to gigabytes, then N batches of two unique 2000-byte strings each.
@@ -127,7 +128,16 @@ fn forged_agent_strings_are_bounded_and_counted() {
     out.read_line(&mut line).unwrap();
     assert_eq!(line.trim(), "ready");
     let db = d.path().join("t.db");
-    let mut tracer = Killed(rtl_start(&["attach", "--quiet", "--apis", "hipGetErrorString", "--pid", &app.0.id().to_string(), "-o", db.to_str().unwrap()]));
+    let mut tracer = Killed(rtl_start(&[
+        "attach",
+        "--quiet",
+        "--apis",
+        "hipGetErrorString",
+        "--pid",
+        &app.0.id().to_string(),
+        "-o",
+        db.to_str().unwrap(),
+    ]));
     app.0.stdin.as_mut().unwrap().write_all(b"go\n").unwrap();
     line.clear();
     out.read_line(&mut line).unwrap();
@@ -230,10 +240,7 @@ fn short_lived_processes_are_named_from_their_exec() {
     let tracer = rtl_start(&["--all", "--quiet", "--apis", "hipGetErrorString", "-o", db.to_str().unwrap()]);
     signal(tracer.id(), libc::SIGSTOP);
     let hot = workload("hot_loop");
-    let script = format!(
-        "for i in $(seq 40); do {} --calls 100 --api geterrorstring >/dev/null & done; wait; echo $$",
-        hot.display()
-    );
+    let script = format!("for i in $(seq 40); do {} --calls 100 --api geterrorstring >/dev/null & done; wait; echo $$", hot.display());
     let out = Command::new("sh").args(["-c", &script]).output().unwrap();
     let shell: u32 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
     signal(tracer.id(), libc::SIGCONT);
@@ -273,7 +280,20 @@ fn exited_processes_free_their_kernel_names() {
         let db = d.path().join(format!("seq{runs}.db"));
         let script = format!("for i in $(seq {runs}); do python3 {} {} 20000 0 || exit 1; done", py.display(), lib.display());
         let out = Command::new(rtl())
-            .args(["run", "--quiet", "--gpu", "none", "--apis", "__hipRegisterFunction", "-o", db.to_str().unwrap(), "--", "sh", "-c", &script])
+            .args([
+                "run",
+                "--quiet",
+                "--gpu",
+                "none",
+                "--apis",
+                "__hipRegisterFunction",
+                "-o",
+                db.to_str().unwrap(),
+                "--",
+                "sh",
+                "-c",
+                &script,
+            ])
             .env("LD_LIBRARY_PATH", sim_lib())
             .output()
             .unwrap();
@@ -281,7 +301,10 @@ fn exited_processes_free_their_kernel_names() {
         let calls = traced_calls(&db).iter().filter(|c| c.name == "__hipRegisterFunction").count();
         assert_eq!(calls, 20_000 * runs as usize, "every registration traced");
         let p = meta(&db, "kernel_names_peak_bytes").map(|v| v.parse().unwrap());
-        eprintln!("{runs} processes x 20 000 kernels: kernel-name tables peak {p:?} bytes, collector RSS {} kB", t(&db, "collector_peak_rss_kb"));
+        eprintln!(
+            "{runs} processes x 20 000 kernels: kernel-name tables peak {p:?} bytes, collector RSS {} kB",
+            t(&db, "collector_peak_rss_kb")
+        );
         p.expect("metadata kernel_names_peak_bytes")
     };
     let one = peak(1);

@@ -34,7 +34,16 @@ fn trace_and_side_files_are_0600_and_owned_by_the_sudo_user() {
     let db = d.path().join("t.db");
     // --as-root: this test is about who owns the files; the command itself stays root, so a
     // checkout under a directory only root can enter (a mktemp -d clone) still runs it.
-    let mut args = vec!["run".to_string(), "--quiet".into(), "--as-root".into(), "--apis".into(), "hipGetErrorString".into(), "-o".into(), db.display().to_string(), "--".into()];
+    let mut args = vec![
+        "run".to_string(),
+        "--quiet".into(),
+        "--as-root".into(),
+        "--apis".into(),
+        "hipGetErrorString".into(),
+        "-o".into(),
+        db.display().to_string(),
+        "--".into(),
+    ];
     args.extend(hot_loop_args("3"));
     let mut c = Command::new(rtl())
         .args(&args)
@@ -137,7 +146,10 @@ fn no_file_is_created_outside_the_output_directory() {
     let log = d.path().join("strace.log");
     // `run` preloads the agent into the command: both the collector and the agent are watched.
     let mut args: Vec<String> = [
-        "-f", "-qq", "-e", "trace=open,openat,creat,mkdir,mkdirat,rename,renameat,renameat2,link,linkat,symlink,symlinkat,mknod,mknodat,bind",
+        "-f",
+        "-qq",
+        "-e",
+        "trace=open,openat,creat,mkdir,mkdirat,rename,renameat,renameat2,link,linkat,symlink,symlinkat,mknod,mknodat,bind",
         "-o",
     ]
     .iter()

@@ -105,7 +105,12 @@ fn security_planted_hot_journal_is_never_replayed() {
 
     // Every reader, as root: the trace is refused (exit 8, the journal named), never changed.
     let (o, kernels) = summary_kernels(&db);
-    assert_eq!(o.status.code(), Some(8), "summary must refuse; it read kernels {kernels:?}; stderr: {}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(8),
+        "summary must refuse; it read kernels {kernels:?}; stderr: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let err = text(&o);
     assert!(err.contains("t.db-journal") && err.contains(&format!("uid {}", mallory.uid)), "{err}");
     let out = work.path().join("o.json");
@@ -147,7 +152,12 @@ fn security_planted_wal_is_never_read() {
     let wal = dir.join("t.db-wal");
     mallory.ok(&["cp", staged.to_str().unwrap(), wal.to_str().unwrap()]);
     let (o, kernels) = summary_kernels(&db);
-    assert_eq!(o.status.code(), Some(8), "summary must refuse; it read kernels {kernels:?}; stderr: {}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(8),
+        "summary must refuse; it read kernels {kernels:?}; stderr: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     assert!(text(&o).contains("t.db-wal"), "{}", text(&o));
     assert!(std::fs::read(&db).unwrap() == before, "the trace was changed");
     assert!(!dir.join("t.db-shm").exists(), "no shared-memory file made for the planted log");
@@ -213,7 +223,15 @@ fn security_reader_outputs_never_follow_planted_links_and_are_private() {
         assert_eq!(m.uid(), 0);
     }
     // Nothing left behind but what was planted and the outputs.
-    let planted = [".out.json.partial", ".out.json.part0", ".out.json.part1", ".out.pftrace.partial", ".out.pftrace.part0", ".out.pftrace.part1", ".m.db.merging"];
+    let planted = [
+        ".out.json.partial",
+        ".out.json.part0",
+        ".out.json.part1",
+        ".out.pftrace.partial",
+        ".out.pftrace.part0",
+        ".out.pftrace.part1",
+        ".m.db.merging",
+    ];
     let outputs = ["m.db", "out.json", "out.pftrace", "report.html", "t.db"];
     let names: Vec<String> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     let extra: Vec<&String> = names.iter().filter(|n| !planted.contains(&n.as_str()) && !outputs.contains(&n.as_str())).collect();
@@ -291,7 +309,13 @@ fn security_terminal_escapes_in_traces_and_paths_are_escaped() {
     assert!(o.status.success(), "{}", text(&o));
     assert_no_controls("convert", &o.stderr);
     let junk = d.path().join(format!("junk{HOSTILE}"));
-    std::fs::write(&junk, format!("{HOSTILE} not SQLite, long enough to fill a header .........................................................................")).unwrap();
+    std::fs::write(
+        &junk,
+        format!(
+            "{HOSTILE} not SQLite, long enough to fill a header ........................................................................."
+        ),
+    )
+    .unwrap();
     let o = rtl_out(&["summary", junk.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(8), "{}", text(&o));
     assert_no_controls("error message", &o.stderr);

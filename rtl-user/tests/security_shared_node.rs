@@ -265,7 +265,11 @@ fn traced_exactly(db: &Path, truth_file: &Path, pid: u32) -> usize {
     let t = truth(truth_file);
     let window: Vec<_> = truth_calls(&t)
         .into_iter()
-        .filter(|v| v["pid"].as_u64() == Some(pid as u64) && v["start_ns"].as_i64().unwrap() >= from - 1_000_000 && v["end_ns"].as_i64().unwrap() <= to + 1_000_000)
+        .filter(|v| {
+            v["pid"].as_u64() == Some(pid as u64)
+                && v["start_ns"].as_i64().unwrap() >= from - 1_000_000
+                && v["end_ns"].as_i64().unwrap() <= to + 1_000_000
+        })
         .collect();
     let matched = match_truth(&window, &calls);
     assert_eq!(matched.len(), calls.len(), "pid {pid}: traced calls without a workload call");
@@ -317,7 +321,8 @@ fn a_fifo_in_place_of_a_mapped_library_does_not_block_all() {
     let seen = std::fs::symlink_metadata(format!("/proc/{pid}/root{}/libamdhip64.so.5", lib.display())).unwrap();
     assert!(std::os::unix::fs::FileTypeExt::is_fifo(&seen.file_type()));
     let db = d.path().join("t.db");
-    let (mut c, _lines) = rtl_spawn(&["--all", "--quiet", "--duration", "3", "--apis", "hipGetDeviceCount", "-o", db.to_str().unwrap()], &[]);
+    let (mut c, _lines) =
+        rtl_spawn(&["--all", "--quiet", "--duration", "3", "--apis", "hipGetDeviceCount", "-o", db.to_str().unwrap()], &[]);
     let status = exit_within(&mut c, 120, "blocked on the FIFO?");
     signal(pid, libc::SIGTERM);
     let _ = wait_exit(&mut attacker, 30);
@@ -345,7 +350,8 @@ fn libraries_are_found_whatever_their_path_holds() {
         sleepers.push((user_sleeper(&user, dir, &truth), truth));
     }
     let db = d.path().join("t.db");
-    let (mut c, _lines) = rtl_spawn(&["--all", "--quiet", "--duration", "3", "--apis", "hipGetDeviceCount", "-o", db.to_str().unwrap()], &[]);
+    let (mut c, _lines) =
+        rtl_spawn(&["--all", "--quiet", "--duration", "3", "--apis", "hipGetDeviceCount", "-o", db.to_str().unwrap()], &[]);
     let status = exit_within(&mut c, 120, "");
     assert!(status.success(), "{status}");
     let mut counts = Vec::new();
@@ -377,7 +383,8 @@ fn a_huge_sparse_library_costs_its_tables_not_its_size() {
     let truth = w.join("truth.jsonl");
     let s = user_sleeper(&user, &dir, &truth);
     let db = d.path().join("t.db");
-    let (mut c, _lines) = rtl_spawn(&["--all", "--quiet", "--duration", "3", "--apis", "hipGetDeviceCount", "-o", db.to_str().unwrap()], &[]);
+    let (mut c, _lines) =
+        rtl_spawn(&["--all", "--quiet", "--duration", "3", "--apis", "hipGetDeviceCount", "-o", db.to_str().unwrap()], &[]);
     let status = exit_within(&mut c, 120, "");
     let pid = s.id();
     stop_child(s);
@@ -471,7 +478,11 @@ fn run_under_sudo_runs_the_command_as_the_invoking_user() {
             assert_eq!(&got[..2], ["0", "0"], "--as-root: {got:?}");
         } else {
             let (u, g) = (user.uid.to_string(), user.gid.to_string());
-            assert_eq!(got, [u.as_str(), g.as_str(), g.as_str(), home.as_str(), user.name.as_str(), user.name.as_str()], "the command's identity");
+            assert_eq!(
+                got,
+                [u.as_str(), g.as_str(), g.as_str(), home.as_str(), user.name.as_str(), user.name.as_str()],
+                "the command's identity"
+            );
             assert_eq!(owner_mode(&ids).0, user.uid, "the file the command wrote is the user's");
         }
     }

@@ -178,7 +178,9 @@ fn all_sees_every_process_and_library_copies_found_later() {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(240);
     loop {
         let n: i64 = Connection::open(&db)
-            .and_then(|c| c.query_row("SELECT count(*) FROM rtl_library WHERE path LIKE ?1", [format!("%{}%", libdir.display())], |r| r.get(0)))
+            .and_then(|c| {
+                c.query_row("SELECT count(*) FROM rtl_library WHERE path LIKE ?1", [format!("%{}%", libdir.display())], |r| r.get(0))
+            })
             .unwrap_or(0);
         if n > 0 || std::time::Instant::now() > deadline {
             break;
@@ -199,9 +201,8 @@ fn all_sees_every_process_and_library_copies_found_later() {
         assert!(pids.contains(&k.id()), "--all missed pid {} (pids seen {pids:?})", k.id());
     }
     let conn = Connection::open(&db).unwrap();
-    let copies: i64 = conn
-        .query_row("SELECT count(*) FROM rtl_library WHERE path LIKE ?1", [format!("%{}%", libdir.display())], |r| r.get(0))
-        .unwrap();
+    let copies: i64 =
+        conn.query_row("SELECT count(*) FROM rtl_library WHERE path LIKE ?1", [format!("%{}%", libdir.display())], |r| r.get(0)).unwrap();
     assert_eq!(copies, 1, "the private library copy was attached");
     let _ = truths;
 }

@@ -46,7 +46,10 @@ pub fn run(rest: &[String]) -> Result<()> {
         collector()?;
     }
     if matches!(which, "all" | "join") {
-        cmd("cargo").args(["run", "--release", "--ignore-rust-version", "-q", "-p", "rtl-user", "--example", "bench_join"]).current_dir(root()).run()?;
+        cmd("cargo")
+            .args(["run", "--release", "--ignore-rust-version", "-q", "-p", "rtl-user", "--example", "bench_join"])
+            .current_dir(root())
+            .run()?;
     }
     Ok(())
 }
@@ -67,11 +70,8 @@ fn start_until(mut c: Command, ready: &str, from_stdout: bool) -> Result<Child> 
         c.stderr(Stdio::piped()).stdout(Stdio::null());
     }
     let mut child = c.spawn().context("starting tracer")?;
-    let pipe: Box<dyn std::io::Read + Send> = if from_stdout {
-        Box::new(child.stdout.take().unwrap())
-    } else {
-        Box::new(child.stderr.take().unwrap())
-    };
+    let pipe: Box<dyn std::io::Read + Send> =
+        if from_stdout { Box::new(child.stdout.take().unwrap()) } else { Box::new(child.stderr.take().unwrap()) };
     let mut r = BufReader::new(pipe);
     let deadline = Instant::now() + Duration::from_secs(300);
     let mut line = String::new();
@@ -127,11 +127,7 @@ fn bench_target() -> Result<(PathBuf, PathBuf)> {
     let lib = dir.join("librtlbench.so");
     let drv = dir.join("probe_driver");
     let src = root().join("tests/bench");
-    cmd("cc")
-        .args(["-O2", "-fno-omit-frame-pointer", "-shared", "-fPIC", "-o"])
-        .arg(&lib)
-        .arg(src.join("probe_target.c"))
-        .run()?;
+    cmd("cc").args(["-O2", "-fno-omit-frame-pointer", "-shared", "-fPIC", "-o"]).arg(&lib).arg(src.join("probe_target.c")).run()?;
     cmd("cc")
         .args(["-O2", "-o"])
         .arg(&drv)
@@ -176,7 +172,11 @@ mod serde_like {
         pub run_cnt: u64,
     }
     fn num(obj: &str, key: &str) -> u64 {
-        obj.split(&format!("\"{key}\":")).nth(1).and_then(|s| s.split(|c: char| !c.is_ascii_digit()).next()).and_then(|s| s.parse().ok()).unwrap_or(0)
+        obj.split(&format!("\"{key}\":"))
+            .nth(1)
+            .and_then(|s| s.split(|c: char| !c.is_ascii_digit()).next())
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0)
     }
     fn text(obj: &str, key: &str) -> String {
         obj.split(&format!("\"{key}\":\"")).nth(1).and_then(|s| s.split('"').next()).unwrap_or("").to_string()
@@ -312,8 +312,15 @@ fn collector() -> Result<()> {
     let drain_s: f64 = meta(&db, "backlog_drain_s")?.parse().unwrap_or(f64::NAN);
     let peak: f64 = meta(&db, "spool_peak_bytes")?.parse().unwrap_or(f64::NAN);
     let spooled: f64 = meta(&db, "spool_file_bytes_total")?.parse().unwrap_or(f64::NAN);
-    println!("  workload: {:.0} calls/s; events/s taken from the ring buffer during the burst {:.0} (2 per call, no drops means all)", calls as f64 / 10.0, 2.0 * (rows + drops / 2) as f64 / 10.0);
-    println!("  events/s written {:.0} (2 per call, over the whole {wall:.1} s run); backlog written after the command exited in {drain_s:.1} s", 2.0 * rows as f64 / wall);
+    println!(
+        "  workload: {:.0} calls/s; events/s taken from the ring buffer during the burst {:.0} (2 per call, no drops means all)",
+        calls as f64 / 10.0,
+        2.0 * (rows + drops / 2) as f64 / 10.0
+    );
+    println!(
+        "  events/s written {:.0} (2 per call, over the whole {wall:.1} s run); backlog written after the command exited in {drain_s:.1} s",
+        2.0 * rows as f64 / wall
+    );
     println!("  backlog peak {:.0} MiB ({:.0} MiB went through the spool file)", peak / 1048576.0, spooled / 1048576.0);
     println!("  collector CPU {:.0} % of one core over its {wall_s:.1} s run, peak RSS {rss} kB", 100.0 * cpu_s / wall_s);
     println!("  trace file {size} bytes: {:.1} bytes per API row (each with an rtl_api row: an API outside the curated table records its raw arguments a0..a3)", size as f64 / rows.max(1) as f64);
@@ -382,7 +389,8 @@ fn lifecycle(multi_only: bool) -> Result<()> {
     std::thread::sleep(Duration::from_millis(500));
     // The per-probe fallback is measured for comparison, with fewer rounds: each of its
     // detaches keeps the kernel busy for ~40 s.
-    let kinds: &[(&str, usize, usize)] = if multi_only { &[("uprobe_multi", 5, 10)] } else { &[("uprobe_multi", 5, 10), ("perf_event", 2, 3)] };
+    let kinds: &[(&str, usize, usize)] =
+        if multi_only { &[("uprobe_multi", 5, 10)] } else { &[("uprobe_multi", 5, 10), ("perf_event", 2, 3)] };
     for &(links, rounds, runs) in kinds {
         time_until_unloaded(Instant::now(), limit)?;
         // Attach, uncontended: median of `rounds`.
@@ -423,7 +431,11 @@ fn lifecycle(multi_only: bool) -> Result<()> {
             if !out.status.success() {
                 bail!("trace {i}: rtl-ebpf run failed: {}", String::from_utf8_lossy(&out.stderr));
             }
-            let n: u64 = scalar(&a, "SELECT count(*) FROM rocpd_api a JOIN rocpd_string s ON s.id = a.apiName_id WHERE s.string = 'hipGetDeviceCount'")?.parse()?;
+            let n: u64 = scalar(
+                &a,
+                "SELECT count(*) FROM rocpd_api a JOIN rocpd_string s ON s.id = a.apiName_id WHERE s.string = 'hipGetDeviceCount'",
+            )?
+            .parse()?;
             if n != calls {
                 bail!("trace {i}: {n} of {calls} hipGetDeviceCount calls in the trace");
             }
@@ -434,9 +446,16 @@ fn lifecycle(multi_only: bool) -> Result<()> {
         println!("lifecycle ({links} links), `attach --pid` with the default API set on {HIP} ({probes} functions, entry + return):");
         println!("  attach, median of {rounds}                                   {am:>8.1} ms   (target <= 50; start -> probes in place: BTF, maps, programs, links)");
         println!("    of which attaching the probes (links), median of {rounds}  {:>8.1} ms", median(&mut probes_only));
-        println!("  detach in the collector (detach_ms), median of {rounds}      {dm:>8} ms", dm = if dm.is_nan() { "background".to_string() } else { format!("{dm:.1}") });
+        println!(
+            "  detach in the collector (detach_ms), median of {rounds}      {dm:>8} ms",
+            dm = if dm.is_nan() { "background".to_string() } else { format!("{dm:.1}") }
+        );
         println!("  SIGINT -> no program of ours loaded, median of {rounds}      {:>8.0} ms   (target <= 1000)", dw * 1e3);
-        println!("  second session's attach during the first's detach     {cm:>8.1} ms   (median of {}; {:.2}x uncontended, target <= 2x)", rounds.min(3), cm / am);
+        println!(
+            "  second session's attach during the first's detach     {cm:>8.1} ms   (median of {}; {:.2}x uncontended, target <= 2x)",
+            rounds.min(3),
+            cm / am
+        );
         println!("  {runs} back-to-back `run` traces of {calls} calls, all complete {ten:>8.2} s   (+{settle:.1} s until the kernel removed the last probes)");
     }
     // SAFETY: signalling our own child.

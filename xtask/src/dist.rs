@@ -68,8 +68,13 @@ pub fn doc_files() -> Result<Vec<String>> {
 
 /// Every file of the package relative to the prefix, as the layout and docs/ say it must be.
 pub fn expected_files() -> Result<Vec<String>> {
-    let mut v: Vec<String> =
-        vec![Layout::BIN.into(), Layout::AGENT.into(), Layout::MAN.into(), format!("{}/copyright", Layout::DOC), format!("{}/changelog.gz", Layout::DOC)];
+    let mut v: Vec<String> = vec![
+        Layout::BIN.into(),
+        Layout::AGENT.into(),
+        Layout::MAN.into(),
+        format!("{}/copyright", Layout::DOC),
+        format!("{}/changelog.gz", Layout::DOC),
+    ];
     v.extend(doc_files()?.into_iter().map(|d| format!("{}/{d}", Layout::DOC)));
     v.sort();
     Ok(v)

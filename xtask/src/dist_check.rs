@@ -36,7 +36,11 @@ pub fn run(d: &Dist) -> Result<()> {
     }
     // Debian's own package checker: no error, no warning.
     crate::setup::apt(&["lintian"])?;
-    cmd("lintian").args(["--fail-on", "error,warning", "--tag-display-limit", "0"]).arg(&d.deb).run().context("lintian found problems in the package")?;
+    cmd("lintian")
+        .args(["--fail-on", "error,warning", "--tag-display-limit", "0"])
+        .arg(&d.deb)
+        .run()
+        .context("lintian found problems in the package")?;
     let sysroot = work.join("deb-root");
     cmd("dpkg").arg("-x").arg(&d.deb).arg(&sysroot).run()?;
     installed(&sysroot.join("usr"), &work, "deb")?;
@@ -45,7 +49,8 @@ pub fn run(d: &Dist) -> Result<()> {
     let tar_root = work.join("tar-root");
     fs::create_dir_all(&tar_root)?;
     cmd("tar").arg("-xzf").arg(&d.tarball).arg("-C").arg(&tar_root).run()?;
-    let mut tops: Vec<String> = fs::read_dir(&tar_root)?.map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned())).collect::<Result<_, _>>()?;
+    let mut tops: Vec<String> =
+        fs::read_dir(&tar_root)?.map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned())).collect::<Result<_, _>>()?;
     tops.sort();
     ensure!(tops == vec![d.tar_top.clone()], "the tarball's top level is {tops:?}, not [{}]", d.tar_top);
     let prefix = tar_root.join(&d.tar_top);
@@ -55,7 +60,11 @@ pub fn run(d: &Dist) -> Result<()> {
     installed(&prefix, &work, "tarball")?;
 
     agent_missing(&sysroot.join("usr"), &work)?;
-    println!("xtask: package check passed: {} and {} install, run and trace the demo with their own agent", d.deb.display(), d.tarball.display());
+    println!(
+        "xtask: package check passed: {} and {} install, run and trace the demo with their own agent",
+        d.deb.display(),
+        d.tarball.display()
+    );
     Ok(())
 }
 
@@ -72,7 +81,8 @@ fn control(deb: &Path, work: &Path) -> Result<()> {
     }
     let ctrl = work.join("deb-control");
     cmd("dpkg-deb").arg("-e").arg(deb).arg(&ctrl).run()?;
-    let mut names: Vec<String> = fs::read_dir(&ctrl)?.map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned())).collect::<Result<_, _>>()?;
+    let mut names: Vec<String> =
+        fs::read_dir(&ctrl)?.map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned())).collect::<Result<_, _>>()?;
     fs::remove_dir_all(&ctrl)?;
     names.sort();
     ensure!(names == ["control", "md5sums"], "control archive holds {names:?}: no maintainer scripts expected");
@@ -129,7 +139,10 @@ fn installed(prefix: &Path, work: &Path, label: &str) -> Result<()> {
     for f in [&bin, &agent] {
         let sections = cmd("readelf").args(["-S", "-W"]).arg(f).output()?;
         // (.debug_gdb_scripts is loaded, not debug information: strip keeps it.)
-        let left: Vec<&str> = [" .symtab ", " .strtab ", " .debug_info ", " .debug_line ", " .debug_str "].into_iter().filter(|s| sections.contains(s)).collect();
+        let left: Vec<&str> = [" .symtab ", " .strtab ", " .debug_info ", " .debug_line ", " .debug_str "]
+            .into_iter()
+            .filter(|s| sections.contains(s))
+            .collect();
         ensure!(left.is_empty(), "{label}: {} is not stripped: it has {left:?}", f.display());
     }
     let dynsym = cmd("readelf").args(["--dyn-syms", "-W"]).arg(&agent).output()?;
@@ -150,7 +163,14 @@ fn installed(prefix: &Path, work: &Path, label: &str) -> Result<()> {
         .context("cannot start man (Debian: man-db)")?;
     let (page, warn) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     ensure!(out.status.success() && warn.trim().is_empty(), "{label}: man -l {} failed or warned: {warn}", man.display());
-    for s in ["rtl-ebpf attach", "rtl-ebpf run", "rtl-ebpf summary", "rtl-ebpf convert", "rtl-ebpf list-apis", "/usr/lib/rtl-ebpf/librtl_agent.so"] {
+    for s in [
+        "rtl-ebpf attach",
+        "rtl-ebpf run",
+        "rtl-ebpf summary",
+        "rtl-ebpf convert",
+        "rtl-ebpf list-apis",
+        "/usr/lib/rtl-ebpf/librtl_agent.so",
+    ] {
         ensure!(page.contains(s), "{label}: the man page does not mention {s}");
     }
 
@@ -182,7 +202,11 @@ pub fn demo_trace_matches_truth(label: &str, db: &Path, truth: &Path, agent: &Pa
     ensure!(libs.trim() != "", "{label}: the trace probed no agent");
     for l in libs.lines() {
         let (path, probes) = l.rsplit_once('|').unwrap();
-        ensure!(Path::new(path) == agent && probes != "0", "{label}: the trace's agent is {path} ({probes} probes), not the installed {}", agent.display());
+        ensure!(
+            Path::new(path) == agent && probes != "0",
+            "{label}: the trace's agent is {path} ({probes} probes), not the installed {}",
+            agent.display()
+        );
     }
     let truth_text = fs::read_to_string(truth).with_context(|| format!("the simulator wrote no truth to {}", truth.display()))?;
     let want_ops = truth_text.lines().filter(|l| l.starts_with("{\"type\":\"op\",")).count();
@@ -199,7 +223,10 @@ pub fn demo_trace_matches_truth(label: &str, db: &Path, truth: &Path, agent: &Pa
         ops == want_ops && kernels == want_kernels,
         "{label}: the trace has {ops} GPU ops ({kernels} kernels), the simulator's truth {want_ops} ({want_kernels} kernels)"
     );
-    println!("xtask: {label}: the installed binary traced the demo: {ops} GPU ops ({kernels} kernels) = the truth; agent {}", agent.display());
+    println!(
+        "xtask: {label}: the installed binary traced the demo: {ops} GPU ops ({kernels} kernels) = the truth; agent {}",
+        agent.display()
+    );
     Ok(())
 }
 

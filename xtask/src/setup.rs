@@ -47,11 +47,7 @@ pub fn apt(packages: &[&str]) -> Result<()> {
     }
     eprintln!("xtask setup: installing Debian packages: {}", missing.join(" "));
     cmd("apt-get").arg("update").env("DEBIAN_FRONTEND", "noninteractive").run()?;
-    cmd("apt-get")
-        .args(["install", "-y", "--no-install-recommends"])
-        .args(&missing)
-        .env("DEBIAN_FRONTEND", "noninteractive")
-        .run()
+    cmd("apt-get").args(["install", "-y", "--no-install-recommends"]).args(&missing).env("DEBIAN_FRONTEND", "noninteractive").run()
 }
 
 fn rust() -> Result<()> {

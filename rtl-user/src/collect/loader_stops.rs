@@ -12,7 +12,7 @@ use std::os::fd::AsRawFd;
 
 use anyhow::Result;
 use aya::maps::{MapData, RingBuf};
-use rtl_common::{EventKind, EventHeader};
+use rtl_common::{EventHeader, EventKind};
 use tokio::io::unix::AsyncFd;
 
 /// A process the probe stopped.

@@ -119,7 +119,8 @@ impl Spool {
             }
             Chunk::File { offset, len } => {
                 self.buf.resize(len as usize, 0);
-                let read = self.file.read_exact_at(&mut self.buf, offset).with_context(|| format!("reading the spool file back at {offset}"));
+                let read =
+                    self.file.read_exact_at(&mut self.buf, offset).with_context(|| format!("reading the spool file back at {offset}"));
                 let r = read.and_then(|()| for_each_record(&self.buf, &mut each));
                 punch_hole(&self.file, offset, len);
                 self.stats.file_bytes.fetch_sub(len, Relaxed);
@@ -182,7 +183,9 @@ fn create_unlinked(dir: &Path) -> Result<File> {
                 return Ok(f);
             }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(e).with_context(|| format!("creating the spool file {} (the backlog of records not yet written)", p.display())),
+            Err(e) => {
+                return Err(e).with_context(|| format!("creating the spool file {} (the backlog of records not yet written)", p.display()))
+            }
         }
     }
     Err(anyhow!("could not create a spool file in {}", dir.display()))

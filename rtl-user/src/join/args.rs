@@ -48,13 +48,9 @@ pub fn decode(call: &Call, spec: &ApiSpec) -> Decoded {
                     lo(arg(6)) as u64,
                     arg(7),
                 ),
-                LaunchForm::Module => (
-                    arg(0),
-                    [lo(arg(1)), lo(arg(2)), lo(arg(3))],
-                    [lo(arg(4)), lo(arg(5)), lo(arg(6))],
-                    lo(arg(7)) as u64,
-                    arg(8),
-                ),
+                LaunchForm::Module => {
+                    (arg(0), [lo(arg(1)), lo(arg(2)), lo(arg(3))], [lo(arg(4)), lo(arg(5)), lo(arg(6))], lo(arg(7)) as u64, arg(8))
+                }
                 LaunchForm::ExtModule => {
                     // Global work sizes (threads): grid in blocks is global / local.
                     let l = [lo(arg(4)), lo(arg(5)), lo(arg(6))];
@@ -87,12 +83,7 @@ pub fn decode(call: &Call, spec: &ApiSpec) -> Decoded {
             copy = Some(CopyRow { id, stream, size, width, height, kind, dst: arg(c.dst), src: arg(c.src), sync: c.sync });
         }
         Decode::Alloc { size, flags, stream } => {
-            rtl.a = [
-                out,
-                Some(arg(size) as i64),
-                flags.map(|f| arg(f) as i64),
-                stream.map(|s| arg(s) as i64),
-            ];
+            rtl.a = [out, Some(arg(size) as i64), flags.map(|f| arg(f) as i64), stream.map(|s| arg(s) as i64)];
         }
         Decode::Free { stream } => rtl.a = [Some(arg(0) as i64), None, None, stream.map(|s| arg(s) as i64)],
         Decode::Memset { count, value, elem, stream } => {
@@ -117,4 +108,3 @@ pub fn decode(call: &Call, spec: &ApiSpec) -> Decoded {
     }
     Decoded { rtl, kernel, copy, launch_func }
 }
-

@@ -38,7 +38,7 @@ use std::sync::Arc;
 
 use rtl_common::agent::{self, ClockDomain, GpuOp, OpKind, Record, Source, Status};
 
-use super::rows::{ApiRow, CallStatus, LinkKind, MetaRow, OpRow, RtlApiRow, Row};
+use super::rows::{ApiRow, CallStatus, LinkKind, MetaRow, OpRow, Row, RtlApiRow};
 use super::sequence::{Lane, Placement, Query, SequenceStats};
 use super::strings::{name_from_process, NameTable};
 use super::thread_hash::profiler_thread_id;
@@ -579,10 +579,20 @@ impl GpuJoiner {
 
     /// The sequence join (see [`super::sequence`]): this record's decision (None: it waits in
     /// its lane) and those of other records of the lane it settled.
-    fn decide_by_number(&mut self, pid: u32, op: &GpuOp, cs: u64, ce: u64, tol: u64, give_up: bool) -> (Option<Decision>, Vec<(u64, Decision)>) {
+    fn decide_by_number(
+        &mut self,
+        pid: u32,
+        op: &GpuOp,
+        cs: u64,
+        ce: u64,
+        tol: u64,
+        give_up: bool,
+    ) -> (Option<Decision>, Vec<(u64, Decision)>) {
         let probes_since = self.probes_since;
         let Some(p) = self.procs.get_mut(&pid) else { return (Some(Decision::Unlinked(LinkKind::UnlinkedNoThread)), Vec::new()) };
-        let Some(name) = p.strings.get(&op.api_name_id).cloned() else { return (Some(Decision::Unlinked(LinkKind::UnlinkedNoCall)), Vec::new()) };
+        let Some(name) = p.strings.get(&op.api_name_id).cloned() else {
+            return (Some(Decision::Unlinked(LinkKind::UnlinkedNoCall)), Vec::new());
+        };
         let anchor = p.anchor.filter(|&(lo, _)| lo > probes_since);
         let seen_thread = p.progress.contains_key(&op.thread_id);
         let Some(lane) = p.lanes.get_mut(&(op.thread_id, name)) else {
@@ -727,7 +737,16 @@ impl GpuJoiner {
     /// Writes an operation whose call the eBPF side did not see (or could not single out), with
     /// the profiler's record of that call as an API row of its own.
     #[allow(clippy::too_many_arguments)]
-    fn write_unlinked(&mut self, pid: u32, op: &GpuOp, cs: u64, ce: u64, why: LinkKind, next_id: &mut dyn FnMut() -> i64, out: &mut Vec<Row>) {
+    fn write_unlinked(
+        &mut self,
+        pid: u32,
+        op: &GpuOp,
+        cs: u64,
+        ce: u64,
+        why: LinkKind,
+        next_id: &mut dyn FnMut() -> i64,
+        out: &mut Vec<Row>,
+    ) {
         self.stats.ops_unlinked += 1;
         let mut api = None;
         if op.flags & agent::OP_HAS_CPU_TIMES != 0 {
@@ -883,7 +902,11 @@ pub fn gpu_source_text(source: Option<Source>, captures: u32) -> String {
         (agent::CAP_COPIES, "copies", "copies on DMA engines"),
         (agent::CAP_MEMSETS, "memsets", "memsets"),
         (agent::CAP_BARRIERS, "barriers", "barriers"),
-        (agent::CAP_GRAPH_SPANS, "graph spans", if captures & agent::CAP_GRAPH_NODES == 0 && source == Some(Source::Hsa) { "graph replays" } else { "" }),
+        (
+            agent::CAP_GRAPH_SPANS,
+            "graph spans",
+            if captures & agent::CAP_GRAPH_NODES == 0 && source == Some(Source::Hsa) { "graph replays" } else { "" },
+        ),
         (agent::CAP_GRAPH_NODES, "graph nodes", "graph nodes one by one"),
     ] {
         if has(cap) {
@@ -924,7 +947,12 @@ mod tests {
 
     #[test]
     fn source_lines() {
-        let hsa = agent::CAP_KERNELS | agent::CAP_COPIES | agent::CAP_MEMSETS | agent::CAP_BARRIERS | agent::CAP_GRAPH_SPANS | agent::CAP_BLIT_COPIES;
+        let hsa = agent::CAP_KERNELS
+            | agent::CAP_COPIES
+            | agent::CAP_MEMSETS
+            | agent::CAP_BARRIERS
+            | agent::CAP_GRAPH_SPANS
+            | agent::CAP_BLIT_COPIES;
         assert_eq!(
             gpu_source_text(Some(Source::Hsa), hsa),
             "HSA capture (stock ROCm): kernels, copies, memsets, barriers, graph spans (blit-kernel copies named as copies); \
@@ -935,7 +963,10 @@ mod tests {
             "HSA capture (stock ROCm): kernels, copies, memsets, barriers, graph spans, graph nodes (blit-kernel copies named as copies)"
         );
         assert_eq!(
-            gpu_source_text(Some(Source::Clr), agent::CAP_KERNELS | agent::CAP_COPIES | agent::CAP_MEMSETS | agent::CAP_BARRIERS | agent::CAP_GRAPH_NODES),
+            gpu_source_text(
+                Some(Source::Clr),
+                agent::CAP_KERNELS | agent::CAP_COPIES | agent::CAP_MEMSETS | agent::CAP_BARRIERS | agent::CAP_GRAPH_NODES
+            ),
             "hipProfiler*Ext (HIP CLR): kernels, copies, memsets, barriers, graph nodes"
         );
         assert_eq!(gpu_source_text(Some(Source::Hsa), 0), "HSA capture (stock ROCm)");

@@ -244,14 +244,7 @@ impl Joiner {
                 self.described[api] = true;
                 out.push(Row::ApiMeaning(ApiMeaningRow { name: name.clone(), ret: spec.ret, args: spec.arg_meanings() }));
             }
-            out.push(Row::Api(ApiRow {
-                id: call.open.id,
-                pid,
-                tid,
-                start: call.open.start,
-                end: call.end,
-                name: name.clone(),
-            }));
+            out.push(Row::Api(ApiRow { id: call.open.id, pid, tid, start: call.open.start, end: call.end, name: name.clone() }));
             let d = args::decode(&call, spec);
             if let Decode::Marker(kind) = spec.decode {
                 if let Some(op) = self.markers.on_call(kind, &call) {
@@ -281,9 +274,7 @@ impl Joiner {
                 );
             }
             // An absent rtl_api row reads: returned 0 (or nothing), complete, no arguments kept.
-            let keep_rtl = d.rtl.ret.is_some_and(|r| r != 0)
-                || call.status != CallStatus::Complete
-                || d.rtl.a.iter().any(Option::is_some);
+            let keep_rtl = d.rtl.ret.is_some_and(|r| r != 0) || call.status != CallStatus::Complete || d.rtl.a.iter().any(Option::is_some);
             if keep_rtl {
                 out.push(Row::RtlApi(d.rtl));
             }
@@ -350,7 +341,6 @@ impl Joiner {
         out.extend(self.processes.values().cloned().map(Row::Process));
     }
 }
-
 
 /// How long (trace time) an exited process's GPU-join state is kept: twice the join's give-up
 /// time for a waiting operation.

@@ -242,10 +242,9 @@ impl Lane {
             None => {
                 // The lane's first segment: the anchor's range, when usable, with the window.
                 let pruned = self.pruned_start;
-                let a = anchor.filter(|&(lo, _)| q.epoch == 0 && !self.anchor_spent && (pruned == 0 || pruned < lo)).map(|(lo, hi)| Offsets {
-                    lo: self.started_before(lo) as i64,
-                    hi: self.started_by(hi) as i64,
-                });
+                let a = anchor
+                    .filter(|&(lo, _)| q.epoch == 0 && !self.anchor_spent && (pruned == 0 || pruned < lo))
+                    .map(|(lo, hi)| Offsets { lo: self.started_before(lo) as i64, hi: self.started_by(hi) as i64 });
                 self.anchor_spent = true;
                 match a.map(|a| (a, a.intersect(w))) {
                     Some((a, Some(off))) => Segment { epoch: q.epoch, off, by_anchor: a.single().is_some() },

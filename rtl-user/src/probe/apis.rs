@@ -559,16 +559,25 @@ pub static APIS: &[ApiSpec] = &[
     // (void** modules)
     not_default(returns(spec("__hipUnregisterFatBinary", args([h("modules", 0), N, N, N])), RetKind::Void)),
     // (void** modules, void* var, char* hostVar, char* deviceVar, int ext, size_t size, int constant, int global)
-    not_default(returns(spec("__hipRegisterVar", args([h("modules", 0), h("var", 1), h("host_var", 2), h("device_var", 3)])), RetKind::Void)),
+    not_default(returns(
+        spec("__hipRegisterVar", args([h("modules", 0), h("var", 1), h("host_var", 2), h("device_var", 3)])),
+        RetKind::Void,
+    )),
     // (void* module, void** pointer, void* init_value, const char* name, size_t size, unsigned align)
     not_default(returns(
         spec("__hipRegisterManagedVar", args([h("module", 0), h("pointer", 1), h("init_value", 2), h("name", 3)])),
         RetKind::Void,
     )),
     // (void** modules, void* var, char* hostVar, char* deviceVar, int type, int ext)
-    not_default(returns(spec("__hipRegisterSurface", args([h("modules", 0), h("var", 1), h("host_var", 2), h("device_var", 3)])), RetKind::Void)),
+    not_default(returns(
+        spec("__hipRegisterSurface", args([h("modules", 0), h("var", 1), h("host_var", 2), h("device_var", 3)])),
+        RetKind::Void,
+    )),
     // (void** modules, void* var, char* hostVar, char* deviceVar, int type, int norm, int ext)
-    not_default(returns(spec("__hipRegisterTexture", args([h("modules", 0), h("var", 1), h("host_var", 2), h("device_var", 3)])), RetKind::Void)),
+    not_default(returns(
+        spec("__hipRegisterTexture", args([h("modules", 0), h("var", 1), h("host_var", 2), h("device_var", 3)])),
+        RetKind::Void,
+    )),
     // roctx markers (libroctx64).
     roctx("roctxRangePushA", MarkerKind::Push, true),
     roctx("roctxRangePop", MarkerKind::Pop, false),
@@ -862,22 +871,52 @@ mod tests {
     #[test]
     fn cuda_default_set_is_the_driver_and_nvtx() {
         for n in [
-            "cuLaunchKernel", "cuLaunchKernel_ptsz", "cuLaunchKernelEx", "cuGraphLaunch",
-            "cuMemcpyHtoD_v2", "cuMemcpyDtoH_v2", "cuMemcpyDtoD_v2", "cuMemcpyHtoDAsync_v2",
-            "cuMemcpyDtoHAsync_v2", "cuMemcpyDtoDAsync_v2", "cuMemcpyAsync", "cuMemAlloc_v2",
-            "cuMemAllocAsync", "cuMemFree_v2", "cuMemFreeAsync", "cuStreamSynchronize",
-            "cuCtxSynchronize", "cuEventSynchronize", "cuEventRecord", "cuEventRecordWithFlags",
-            "cuStreamBeginCapture_v2", "cuStreamEndCapture", "cuGraphInstantiateWithFlags",
-            "cuModuleGetFunction", "cuLibraryGetKernel", "nvtxRangePushA", "nvtxRangePop",
-            "nvtxMarkA", "nvtxRangeStartA", "nvtxRangeEnd",
+            "cuLaunchKernel",
+            "cuLaunchKernel_ptsz",
+            "cuLaunchKernelEx",
+            "cuGraphLaunch",
+            "cuMemcpyHtoD_v2",
+            "cuMemcpyDtoH_v2",
+            "cuMemcpyDtoD_v2",
+            "cuMemcpyHtoDAsync_v2",
+            "cuMemcpyDtoHAsync_v2",
+            "cuMemcpyDtoDAsync_v2",
+            "cuMemcpyAsync",
+            "cuMemAlloc_v2",
+            "cuMemAllocAsync",
+            "cuMemFree_v2",
+            "cuMemFreeAsync",
+            "cuStreamSynchronize",
+            "cuCtxSynchronize",
+            "cuEventSynchronize",
+            "cuEventRecord",
+            "cuEventRecordWithFlags",
+            "cuStreamBeginCapture_v2",
+            "cuStreamEndCapture",
+            "cuGraphInstantiateWithFlags",
+            "cuModuleGetFunction",
+            "cuLibraryGetKernel",
+            "nvtxRangePushA",
+            "nvtxRangePop",
+            "nvtxMarkA",
+            "nvtxRangeStartA",
+            "nvtxRangeEnd",
         ] {
             assert!(find(n).is_some_and(|s| s.default), "{n} missing from the default set");
         }
         for s in APIS.iter().filter(|s| s.lib == Lib::Cudart) {
             assert!(!s.default, "{}: runtime APIs double the driver's rows", s.name);
         }
-        for n in ["cudaLaunchKernel", "cudaGraphLaunch", "cudaMemcpy", "cudaMemcpyAsync", "cudaMalloc", "cudaFree",
-            "cudaStreamSynchronize", "cudaDeviceSynchronize"] {
+        for n in [
+            "cudaLaunchKernel",
+            "cudaGraphLaunch",
+            "cudaMemcpy",
+            "cudaMemcpyAsync",
+            "cudaMalloc",
+            "cudaFree",
+            "cudaStreamSynchronize",
+            "cudaDeviceSynchronize",
+        ] {
             assert!(find(n).is_some(), "{n} missing");
         }
         assert!(!find("cuGetProcAddress_v2").unwrap().default);
@@ -1009,9 +1048,16 @@ mod tests {
         // The others are newer than ROCm 5.2's headers or the compiler's interface, declared
         // nowhere there: their kinds are given by hand (signatures in the table's comments).
         const NOT_IN_THE_HEADERS: &[&str] = &[
-            "hipLaunchKernelExC", "hipGetDevicePropertiesR0600", "hipEventRecordWithFlags", "__hipRegisterFunction",
-            "__hipRegisterFatBinary", "__hipUnregisterFatBinary", "__hipRegisterVar", "__hipRegisterManagedVar",
-            "__hipRegisterSurface", "__hipRegisterTexture",
+            "hipLaunchKernelExC",
+            "hipGetDevicePropertiesR0600",
+            "hipEventRecordWithFlags",
+            "__hipRegisterFunction",
+            "__hipRegisterFatBinary",
+            "__hipUnregisterFatBinary",
+            "__hipRegisterVar",
+            "__hipRegisterManagedVar",
+            "__hipRegisterSurface",
+            "__hipRegisterTexture",
         ];
         for s in APIS.iter().filter(|s| s.lib == Lib::Hip) {
             match header_return(s.name) {
@@ -1068,9 +1114,18 @@ mod tests {
         assert_eq!(RetKind::Other.value(raw), None);
         assert_eq!(RetKind::Unknown.value(raw), Some(raw as i64));
         for k in [
-            RetKind::HipError, RetKind::CuResult, RetKind::CudaError, RetKind::Pointer, RetKind::Bool, RetKind::Void,
-            RetKind::Other, RetKind::Unknown, RetKind::Int { bits: 8, signed: true }, RetKind::Int { bits: 16, signed: false },
-            RetKind::Int { bits: 32, signed: true }, RetKind::Int { bits: 64, signed: false },
+            RetKind::HipError,
+            RetKind::CuResult,
+            RetKind::CudaError,
+            RetKind::Pointer,
+            RetKind::Bool,
+            RetKind::Void,
+            RetKind::Other,
+            RetKind::Unknown,
+            RetKind::Int { bits: 8, signed: true },
+            RetKind::Int { bits: 16, signed: false },
+            RetKind::Int { bits: 32, signed: true },
+            RetKind::Int { bits: 64, signed: false },
         ] {
             assert_eq!(RetKind::parse(k.name()), Some(k));
         }
@@ -1090,7 +1145,11 @@ mod tests {
         for s in APIS {
             let m = s.arg_meanings();
             for (i, a) in m.iter().enumerate().filter_map(|(i, a)| a.map(|a| (i, a))) {
-                assert!(!a.name.is_empty() && a.name.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_'), "{}", s.name);
+                assert!(
+                    !a.name.is_empty() && a.name.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_'),
+                    "{}",
+                    s.name
+                );
                 assert!(!m[..i].iter().flatten().any(|b| b.name == a.name), "{}: {} twice", s.name, a.name);
             }
         }
@@ -1112,10 +1171,24 @@ mod tests {
     #[test]
     fn gpu_work_and_kernel_naming_are_table_facts() {
         for n in [
-            "hipLaunchKernel", "hipMemcpyAsync", "hipMemsetAsync", "hipGraphLaunch", "hipEventRecord",
-            "hipEventRecordWithFlags", "hipStreamWaitEvent", "hipLaunchHostFunc", "hipStreamAddCallback",
-            "hipMemset2D", "hipMemset2DAsync", "hipMemPrefetchAsync", "hipLaunchKernelExC", "hipLaunchByPtr",
-            "hipDeviceSynchronize", "hipStreamSynchronize", "cuLaunchKernel", "cuMemcpyAsync",
+            "hipLaunchKernel",
+            "hipMemcpyAsync",
+            "hipMemsetAsync",
+            "hipGraphLaunch",
+            "hipEventRecord",
+            "hipEventRecordWithFlags",
+            "hipStreamWaitEvent",
+            "hipLaunchHostFunc",
+            "hipStreamAddCallback",
+            "hipMemset2D",
+            "hipMemset2DAsync",
+            "hipMemPrefetchAsync",
+            "hipLaunchKernelExC",
+            "hipLaunchByPtr",
+            "hipDeviceSynchronize",
+            "hipStreamSynchronize",
+            "cuLaunchKernel",
+            "cuMemcpyAsync",
         ] {
             assert!(find(n).unwrap().gpu_work, "{n}");
         }
@@ -1133,7 +1206,8 @@ mod tests {
 
     #[test]
     fn hip_apis_are_recognised() {
-        for n in ["hipExtModuleLaunchKernel", "hipHccModuleLaunchKernel", "hipCreateSurfaceObject", "hipDestroySurfaceObject", "hipMalloc"] {
+        for n in ["hipExtModuleLaunchKernel", "hipHccModuleLaunchKernel", "hipCreateSurfaceObject", "hipDestroySurfaceObject", "hipMalloc"]
+        {
             assert!(is_hip_api(n), "{n}");
         }
         for n in ["hipLaunchKernelGGLImpl", "amd_dbgapi_get_build_id", "hipNoSuchApi", "cuLaunchKernel", "malloc"] {
@@ -1144,14 +1218,40 @@ mod tests {
     #[test]
     fn issue_minimum_set_is_in_default() {
         for n in [
-            "hipLaunchKernel", "hipExtLaunchKernel", "hipModuleLaunchKernel", "hipLaunchCooperativeKernel",
-            "hipGraphLaunch", "hipGraphInstantiate", "hipStreamBeginCapture", "hipStreamEndCapture",
-            "hipMalloc", "hipHostMalloc", "hipMallocAsync", "hipMallocManaged", "hipFree", "hipHostFree",
-            "hipMemcpy", "hipMemcpyAsync", "hipMemset", "hipMemsetAsync", "hipStreamCreate",
-            "hipStreamDestroy", "hipStreamSynchronize", "hipStreamQuery", "hipStreamWaitEvent",
-            "hipEventRecord", "hipEventElapsedTime", "hipDeviceSynchronize", "hipSetDevice",
-            "hipModuleLoad", "hipModuleGetFunction", "roctxRangePushA", "roctxRangePop",
-            "roctxRangeStartA", "roctxRangeStop", "roctxMarkA",
+            "hipLaunchKernel",
+            "hipExtLaunchKernel",
+            "hipModuleLaunchKernel",
+            "hipLaunchCooperativeKernel",
+            "hipGraphLaunch",
+            "hipGraphInstantiate",
+            "hipStreamBeginCapture",
+            "hipStreamEndCapture",
+            "hipMalloc",
+            "hipHostMalloc",
+            "hipMallocAsync",
+            "hipMallocManaged",
+            "hipFree",
+            "hipHostFree",
+            "hipMemcpy",
+            "hipMemcpyAsync",
+            "hipMemset",
+            "hipMemsetAsync",
+            "hipStreamCreate",
+            "hipStreamDestroy",
+            "hipStreamSynchronize",
+            "hipStreamQuery",
+            "hipStreamWaitEvent",
+            "hipEventRecord",
+            "hipEventElapsedTime",
+            "hipDeviceSynchronize",
+            "hipSetDevice",
+            "hipModuleLoad",
+            "hipModuleGetFunction",
+            "roctxRangePushA",
+            "roctxRangePop",
+            "roctxRangeStartA",
+            "roctxRangeStop",
+            "roctxMarkA",
         ] {
             assert!(find(n).is_some_and(|s| s.default), "{n} missing from the default set");
         }

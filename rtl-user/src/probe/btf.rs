@@ -147,10 +147,7 @@ impl Btf {
     }
 
     fn struct_named(&self, name: &str) -> Option<u32> {
-        self.types
-            .iter()
-            .position(|t| t.kind == KIND_STRUCT && t.vlen > 0 && self.name(t.name_off) == name.as_bytes())
-            .map(|i| i as u32)
+        self.types.iter().position(|t| t.kind == KIND_STRUCT && t.vlen > 0 && self.name(t.name_off) == name.as_bytes()).map(|i| i as u32)
     }
 
     /// Byte offset of a dotted member path in a struct, e.g. ("task_struct", "thread.fsbase").

@@ -94,13 +94,13 @@ mod tests {
         assert_eq!(global_function_name("_Z3foov"), Some("foo"));
         for not in [
             "_ZN8hip_impl22hipLaunchKernelGGLImplEmRK4dim3S2_jP12ihipStream_tPPv", // namespaced
-            "_ZN3Foo3barEv",                                                     // method
-            "_ZL3foov",                                                          // internal linkage
-            "_Z3fooIiEvT_",                                                      // template instance
-            "_Z3fooB5cxx11v",                                                    // ABI tag
-            "_Z3foo",                                                            // no parameters: not a function
-            "_Zplii",                                                            // operator
-            "_Z99foov",                                                          // length past the end
+            "_ZN3Foo3barEv",                                                       // method
+            "_ZL3foov",                                                            // internal linkage
+            "_Z3fooIiEvT_",                                                        // template instance
+            "_Z3fooB5cxx11v",                                                      // ABI tag
+            "_Z3foo",                                                              // no parameters: not a function
+            "_Zplii",                                                              // operator
+            "_Z99foov",                                                            // length past the end
             "_Z03foov",
             "_Z3f-ov",
             "hipMalloc",

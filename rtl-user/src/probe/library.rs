@@ -248,20 +248,15 @@ pub fn search_dirs(runtime: Runtime, ld_library_path: Option<&str>, command: Opt
     }
     let subdirs = |dir: &str, prefix: &str, sub: &str| -> Vec<PathBuf> {
         let Ok(rd) = fs::read_dir(dir) else { return Vec::new() };
-        let mut v: Vec<PathBuf> = rd
-            .flatten()
-            .filter(|e| e.file_name().to_string_lossy().starts_with(prefix))
-            .map(|e| e.path().join(sub))
-            .collect();
+        let mut v: Vec<PathBuf> =
+            rd.flatten().filter(|e| e.file_name().to_string_lossy().starts_with(prefix)).map(|e| e.path().join(sub)).collect();
         v.sort();
         v
     };
     match runtime {
         Runtime::Hip => {
             dirs.extend(
-                ["/opt/rocm/lib", "/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/local/lib", "/usr/lib"]
-                    .iter()
-                    .map(PathBuf::from),
+                ["/opt/rocm/lib", "/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/local/lib", "/usr/lib"].iter().map(PathBuf::from),
             );
             dirs.extend(subdirs("/opt", "rocm", "lib"));
         }
@@ -308,8 +303,7 @@ pub fn python_env_of(command: &str) -> Option<PathBuf> {
     let prog = if command.contains('/') {
         PathBuf::from(command)
     } else {
-        std::env::var_os("PATH")
-            .map(|p| std::env::split_paths(&p).map(|d| d.join(command)).find(|c| c.is_file()))??
+        std::env::var_os("PATH").map(|p| std::env::split_paths(&p).map(|d| d.join(command)).find(|c| c.is_file()))??
     };
     // A venv's bin/python is a symlink to the base interpreter: keep the venv's own path.
     let prog = if prog.is_absolute() { prog } else { std::env::current_dir().ok()?.join(prog) };
@@ -334,12 +328,7 @@ fn site_packages(prefix: &Path) -> Vec<PathBuf> {
 }
 
 /// `runtime`'s libraries in [`search_dirs`], and the extra paths (`--lib`).
-pub fn installed_for(
-    runtime: Runtime,
-    ld_library_path: Option<&str>,
-    extra: &[PathBuf],
-    command: Option<&str>,
-) -> Vec<LibraryFile> {
+pub fn installed_for(runtime: Runtime, ld_library_path: Option<&str>, extra: &[PathBuf], command: Option<&str>) -> Vec<LibraryFile> {
     let mut out = Vec::new();
     for d in search_dirs(runtime, ld_library_path, command) {
         let Ok(rd) = fs::read_dir(&d) else { continue };
@@ -397,10 +386,7 @@ mod tests {
         assert_eq!(LibKind::of(Path::new("/x/libc.so.6")), None);
         assert_eq!(LibKind::of(Path::new("/usr/lib/libcuda.so.1")), Some(LibKind::Cuda));
         assert_eq!(LibKind::of(Path::new("/usr/local/nvidia/lib64/libcuda.so.580.159.04")), Some(LibKind::Cuda));
-        assert_eq!(
-            LibKind::of(Path::new("/venv/site-packages/nvidia/cu13/lib/libcudart.so.13")),
-            Some(LibKind::Cudart)
-        );
+        assert_eq!(LibKind::of(Path::new("/venv/site-packages/nvidia/cu13/lib/libcudart.so.13")), Some(LibKind::Cudart));
         assert_eq!(LibKind::of(Path::new("/x/libnvtx3interop.so.1")), Some(LibKind::Nvtx));
         assert_eq!(LibKind::of(Path::new("/x/libnvToolsExt.so.1")), Some(LibKind::Nvtx));
         assert_eq!(LibKind::of(Path::new("/x/libcudadebugger.so.1")), None);

@@ -10,8 +10,8 @@ use std::path::Path;
 
 use anyhow::{anyhow, bail, Context, Result};
 use aya::maps::{Array, HashMap as BpfHashMap, MapData, PerCpuArray, RingBuf};
-use aya::programs::{RawTracePoint, UProbe};
 use aya::programs::uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeScope};
+use aya::programs::{RawTracePoint, UProbe};
 use aya::sys::{is_uprobe_multi_supported, UProbeMultiFeature};
 use aya::{Ebpf, EbpfLoader};
 use rtl_common::{config, cookie, counter};
@@ -168,10 +168,7 @@ pub struct Probes {
 impl Probes {
     /// Loads the programs and maps into the kernel and writes the configuration.
     pub fn load(opts: &LoadOptions, selection: ApiSelection) -> Result<Self> {
-        let mut ebpf = EbpfLoader::new()
-            .map_max_entries("EVENTS", opts.ringbuf_bytes)
-            .load(EBPF_OBJECT)
-            .map_err(load_error)?;
+        let mut ebpf = EbpfLoader::new().map_max_entries("EVENTS", opts.ringbuf_bytes).load(EBPF_OBJECT).map_err(load_error)?;
         let links = LinkKind::detect();
         for role in ["api_enter", "api_exit", "agent_publish", "loader_notify"] {
             let name = links.program(role);
@@ -182,8 +179,7 @@ impl Probes {
             let p: &mut RawTracePoint = program(&mut ebpf, name)?.try_into()?;
             p.load().map_err(|e| anyhow!("loading eBPF program {name}: {e}"))?;
         }
-        let mut me =
-            Self {
+        let mut me = Self {
             ebpf,
             links,
             table: ProbeTable::default(),
@@ -230,7 +226,8 @@ impl Probes {
     /// Attaches the fork/exec/exit raw tracepoints (no tracefs, no event_mutex: see
     /// `task_fork` in the eBPF programs).
     pub fn attach_tracepoints(&mut self) -> Result<()> {
-        for (prog, event) in [("task_fork", "sched_process_fork"), ("task_exec", "sched_process_exec"), ("task_exit", "sched_process_exit")] {
+        for (prog, event) in [("task_fork", "sched_process_fork"), ("task_exec", "sched_process_exec"), ("task_exit", "sched_process_exit")]
+        {
             let p: &mut RawTracePoint = program(&mut self.ebpf, prog)?.try_into()?;
             p.attach(event).with_context(|| format!("attaching raw tracepoint {event}"))?;
         }
@@ -239,8 +236,7 @@ impl Probes {
 
     /// Adds a process to the filter (`attach --pid`, `run`).
     pub fn trace_pid(&mut self, pid: u32) -> Result<()> {
-        let mut m: BpfHashMap<&mut MapData, u32, u8> =
-            BpfHashMap::try_from(self.ebpf.map_mut("TRACED").context("TRACED map")?)?;
+        let mut m: BpfHashMap<&mut MapData, u32, u8> = BpfHashMap::try_from(self.ebpf.map_mut("TRACED").context("TRACED map")?)?;
         m.insert(&pid, &1, 0).with_context(|| format!("adding pid {pid} to the process filter"))?;
         Ok(())
     }
@@ -260,17 +256,11 @@ impl Probes {
         let inspection = lib.inspection.clone().with_context(|| format!("{} was not inspected", lib.display))?;
         let syms = &inspection.symbols;
         let target = lib.attach_path();
-        let mut report = AttachReport {
-            library: lib.display.clone(),
-            dev: lib.dev,
-            ino: lib.ino,
-            probed: 0,
-            missing: Vec::new(),
-        };
+        let mut report = AttachReport { library: lib.display.clone(), dev: lib.dev, ino: lib.ino, probed: 0, missing: Vec::new() };
         if lib.kind == LibKind::Agent {
-            let off = syms.offset("rtl_agent_publish").with_context(|| {
-                format!("{} does not export rtl_agent_publish: not an rtl-ebpf agent", lib.display)
-            })?;
+            let off = syms
+                .offset("rtl_agent_publish")
+                .with_context(|| format!("{} does not export rtl_agent_publish: not an rtl-ebpf agent", lib.display))?;
             let name = self.links.program("agent_publish");
             let p: &mut UProbe = program(&mut self.ebpf, &name)?.try_into()?;
             p.attach([UProbeAttachLocation::AbsoluteOffset(off)], &target, UProbeScope::AllProcesses)
@@ -283,10 +273,8 @@ impl Probes {
             let hook = inspection.hook.with_context(|| format!("{}: no dynamic-loader hook", lib.display))?;
             let name = self.links.program("loader_notify");
             let p: &mut UProbe = program(&mut self.ebpf, &name)?.try_into()?;
-            let point = UProbeAttachPoint {
-                location: UProbeAttachLocation::AbsoluteOffset(hook.offset),
-                cookie: Some(hook.r_debug_delta as u64),
-            };
+            let point =
+                UProbeAttachPoint { location: UProbeAttachLocation::AbsoluteOffset(hook.offset), cookie: Some(hook.r_debug_delta as u64) };
             p.attach([point], &target, UProbeScope::AllProcesses)
                 .with_context(|| format!("attaching to _dl_debug_state in {}", lib.display))?;
             report.probed = 1;
@@ -322,13 +310,11 @@ impl Probes {
             for role in ["api_enter", "api_exit"] {
                 let name = self.links.program(role);
                 let p: &mut UProbe = program(&mut self.ebpf, &name)?.try_into()?;
-                let pts = points.iter().map(|&(off, ck)| UProbeAttachPoint {
-                    location: UProbeAttachLocation::AbsoluteOffset(off),
-                    cookie: Some(ck),
-                });
-                p.attach(pts, &target, UProbeScope::AllProcesses).with_context(|| {
-                    format!("attaching {role} to {} functions in {}", points.len(), lib.display)
-                })?;
+                let pts = points
+                    .iter()
+                    .map(|&(off, ck)| UProbeAttachPoint { location: UProbeAttachLocation::AbsoluteOffset(off), cookie: Some(ck) });
+                p.attach(pts, &target, UProbeScope::AllProcesses)
+                    .with_context(|| format!("attaching {role} to {} functions in {}", points.len(), lib.display))?;
             }
         }
         report.probed = points.len();
@@ -342,8 +328,7 @@ impl Probes {
         self.set_config(config::TRACE_ALL, 0)?;
         self.set_config(config::FOLLOW_FORKS, 0)?;
         self.set_config(config::LOADER_STOP, 0)?;
-        let mut m: BpfHashMap<&mut MapData, u32, u8> =
-            BpfHashMap::try_from(self.ebpf.map_mut("TRACED").context("TRACED map")?)?;
+        let mut m: BpfHashMap<&mut MapData, u32, u8> = BpfHashMap::try_from(self.ebpf.map_mut("TRACED").context("TRACED map")?)?;
         let keys: Vec<u32> = m.keys().filter_map(Result::ok).collect();
         for k in keys {
             let _ = m.remove(&k);
@@ -447,9 +432,7 @@ impl Probes {
 /// prefix that the library exports (`__hip*` compiler interface, `__cudaRegisterFunction`).
 pub fn select(selection: &ApiSelection, want: Lib, syms: &Symbols) -> Vec<(String, ApiSpec)> {
     match selection {
-        ApiSelection::Default => {
-            apis::APIS.iter().filter(|s| s.default && s.lib == want).map(|s| (s.name.to_string(), *s)).collect()
-        }
+        ApiSelection::Default => apis::APIS.iter().filter(|s| s.default && s.lib == want).map(|s| (s.name.to_string(), *s)).collect(),
         ApiSelection::All => {
             let prefix = want.all_prefix();
             let mut v: Vec<(String, ApiSpec)> = syms

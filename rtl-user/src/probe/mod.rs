@@ -26,9 +26,7 @@ pub fn list_apis(lib: Option<&Path>, sel: &loader::ApiSelection, runtime: librar
             .into_iter()
             .find(|l| l.kind == runtime.primary())
             .map(|l| (l.path, l.kind))
-            .ok_or_else(|| {
-                anyhow::anyhow!("no {} found in the usual paths: pass --lib PATH", runtime.library_name())
-            })?,
+            .ok_or_else(|| anyhow::anyhow!("no {} found in the usual paths: pass --lib PATH", runtime.library_name()))?,
     };
     let want = match kind {
         library::LibKind::Roctx => apis::Lib::Roctx,

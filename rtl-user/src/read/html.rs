@@ -31,9 +31,7 @@ fn clip(s: &str, n: usize) -> String {
     }
 }
 
-const PALETTE: &[&str] = &[
-    "#3b82f6", "#ef4444", "#10b981", "#f59e0b", "#8b5cf6", "#ec4899", "#14b8a6", "#f97316",
-];
+const PALETTE: &[&str] = &["#3b82f6", "#ef4444", "#10b981", "#f59e0b", "#8b5cf6", "#ec4899", "#14b8a6", "#f97316"];
 
 fn timeline_svg(s: &Summary) -> String {
     let (w, lane_h, gap, left) = (1000.0, 46.0, 14.0, 90.0);
@@ -48,22 +46,9 @@ fn timeline_svg(s: &Summary) -> String {
     for (i, d) in s.busy.iter().enumerate() {
         let y0 = i as f64 * (lane_h + gap) + 5.0;
         let color = PALETTE[i % PALETTE.len()];
-        let _ = write!(
-            o,
-            r#"<text x="0" y="{}" class="lbl">GPU {}</text>"#,
-            y0 + lane_h / 2.0 - 2.0,
-            d.gpu
-        );
-        let _ = write!(
-            o,
-            r#"<text x="0" y="{}" class="sub">{:.1}% busy</text>"#,
-            y0 + lane_h / 2.0 + 12.0,
-            d.busy_pct
-        );
-        let _ = write!(
-            o,
-            r##"<rect x="{left}" y="{y0}" width="{w}" height="{lane_h}" fill="#f3f4f6"/>"##
-        );
+        let _ = write!(o, r#"<text x="0" y="{}" class="lbl">GPU {}</text>"#, y0 + lane_h / 2.0 - 2.0, d.gpu);
+        let _ = write!(o, r#"<text x="0" y="{}" class="sub">{:.1}% busy</text>"#, y0 + lane_h / 2.0 + 12.0, d.busy_pct);
+        let _ = write!(o, r##"<rect x="{left}" y="{y0}" width="{w}" height="{lane_h}" fill="#f3f4f6"/>"##);
         let nb = d.timeline.len().max(1) as f64;
         let bw = w / nb;
         // One path: a column per bin, height = busy fraction.
@@ -74,21 +59,10 @@ fn timeline_svg(s: &Summary) -> String {
             }
             let x = left + b as f64 * bw;
             let bh = f * lane_h;
-            let _ = write!(
-                p,
-                "M{x:.2} {:.2}h{:.2}v{bh:.2}h-{:.2}z",
-                y0 + lane_h - bh,
-                bw,
-                bw
-            );
+            let _ = write!(p, "M{x:.2} {:.2}h{:.2}v{bh:.2}h-{:.2}z", y0 + lane_h - bh, bw, bw);
         }
-        let _ = write!(
-            o,
-            r#"<path d="{p}" fill="{color}"><title>GPU {}: {} busy of {}</title></path>"#,
-            d.gpu,
-            dur(d.busy_ns),
-            dur(d.wall_ns)
-        );
+        let _ =
+            write!(o, r#"<path d="{p}" fill="{color}"><title>GPU {}: {} busy of {}</title></path>"#, d.gpu, dur(d.busy_ns), dur(d.wall_ns));
     }
     let y = n * (lane_h + gap) + 18.0;
     let span = s.gpu_last_ns - s.gpu_first_ns;
@@ -99,11 +73,7 @@ fn timeline_svg(s: &Summary) -> String {
             4 => "end",
             _ => "middle",
         };
-        let _ = write!(
-            o,
-            r#"<text x="{x}" y="{y}" class="sub" text-anchor="{anchor}">{}</text>"#,
-            esc(&dur(span * k / 4))
-        );
+        let _ = write!(o, r#"<text x="{x}" y="{y}" class="sub" text-anchor="{anchor}">{}</text>"#, esc(&dur(span * k / 4)));
     }
     o.push_str("</svg>");
     o
@@ -207,34 +177,53 @@ pub fn render(s: &Summary) -> String {
     } else {
         o.push_str("<h2>Top APIs</h2><table><tr><th>api</th><th>calls</th><th>total</th><th>mean</th><th>max</th><th>errors</th><th>unclosed</th></tr>");
         for a in &s.apis {
-            let mean = if a.stat.count > 0 {
-                a.stat.sum / a.stat.count
-            } else {
-                0
-            };
-            let _ = write!(o, "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            esc(&a.name), a.stat.count, esc(&dur(a.stat.sum)), esc(&dur(mean)), esc(&dur(a.stat.max)), a.errors, a.unclosed);
+            let mean = if a.stat.count > 0 { a.stat.sum / a.stat.count } else { 0 };
+            let _ = write!(
+                o,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(&a.name),
+                a.stat.count,
+                esc(&dur(a.stat.sum)),
+                esc(&dur(mean)),
+                esc(&dur(a.stat.max)),
+                a.errors,
+                a.unclosed
+            );
         }
         o.push_str("</table>");
     }
     o.push_str("<h2>Processes</h2><table><tr><th>pid</th><th>API calls</th><th>API time</th><th>GPU ops</th><th>GPU time</th><th>command</th></tr>");
     for p in &s.processes {
-        let cmd = p
-            .cmdline
-            .clone()
-            .filter(|c| !c.is_empty())
-            .or_else(|| p.exe.clone())
-            .unwrap_or_default();
-        let _ = write!(o, "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td style=\"text-align:left\">{}</td></tr>",
-            p.pid, p.api.count, esc(&dur(p.api.sum)), p.gpu_ops, esc(&dur(p.gpu_time_ns)), esc(&clip(&cmd, 100)));
+        let cmd = p.cmdline.clone().filter(|c| !c.is_empty()).or_else(|| p.exe.clone()).unwrap_or_default();
+        let _ = write!(
+            o,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td style=\"text-align:left\">{}</td></tr>",
+            p.pid,
+            p.api.count,
+            esc(&dur(p.api.sum)),
+            p.gpu_ops,
+            esc(&dur(p.gpu_time_ns)),
+            esc(&clip(&cmd, 100))
+        );
     }
     o.push_str("</table>");
     if let Some(l) = &s.launch_latency {
-        let _ = write!(o, "<h2>Launch latency</h2><p>API entry &rarr; GPU start over {} ops: p50 {} &middot; p90 {} &middot; p99 {} (min {}, max {})</p>",
-            l.count, esc(&dur(l.p50)), esc(&dur(l.p90)), esc(&dur(l.p99)), esc(&dur(l.min)), esc(&dur(l.max)));
+        let _ = write!(
+            o,
+            "<h2>Launch latency</h2><p>API entry &rarr; GPU start over {} ops: p50 {} &middot; p90 {} &middot; p99 {} (min {}, max {})</p>",
+            l.count,
+            esc(&dur(l.p50)),
+            esc(&dur(l.p90)),
+            esc(&dur(l.p99)),
+            esc(&dur(l.min)),
+            esc(&dur(l.max))
+        );
     }
-    let _ = write!(o, "<h2>Lost or incomplete data</h2><p>GPU ops without an API link: {} &middot; unclosed API calls: {} &middot; API errors: {}",
-        s.unlinked_gpu_ops, s.unclosed_apis, s.api_errors);
+    let _ = write!(
+        o,
+        "<h2>Lost or incomplete data</h2><p>GPU ops without an API link: {} &middot; unclosed API calls: {} &middot; API errors: {}",
+        s.unlinked_gpu_ops, s.unclosed_apis, s.api_errors
+    );
     for (k, v) in &s.dropped {
         let _ = write!(o, " &middot; {}: {}", esc(k), esc(v));
     }
@@ -247,8 +236,8 @@ pub fn render(s: &Summary) -> String {
 pub fn write_report(s: &Summary, db: &Path, path: &Path) -> Result<()> {
     use std::io::Write as _;
     let (mut f, out) = super::OutFile::create(&[db], path)?;
-    f.write_all(render(s).as_bytes())
-        .and_then(|_| f.flush())
-        .map_err(|e| anyhow::anyhow!(crate::error::Fatal::Output(format!("{}: cannot write the HTML report: {e}", crate::term::path(path)))))?;
+    f.write_all(render(s).as_bytes()).and_then(|_| f.flush()).map_err(|e| {
+        anyhow::anyhow!(crate::error::Fatal::Output(format!("{}: cannot write the HTML report: {e}", crate::term::path(path))))
+    })?;
     out.commit()
 }

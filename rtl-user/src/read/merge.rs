@@ -80,23 +80,16 @@ pub struct MergeStats {
 }
 
 fn meta(c: &Connection, tag: &str) -> Result<Option<String>> {
-    Ok(c.query_row(
-        "SELECT CAST(value AS TEXT) FROM rocpd_metadata WHERE tag = ?1 ORDER BY id DESC LIMIT 1",
-        [tag],
-        |r| r.get(0),
-    )
-    .optional()?
-    .flatten())
+    Ok(c.query_row("SELECT CAST(value AS TEXT) FROM rocpd_metadata WHERE tag = ?1 ORDER BY id DESC LIMIT 1", [tag], |r| r.get(0))
+        .optional()?
+        .flatten())
 }
 
 /// Opens one input (validated, migrated in a private copy when needed, see
 /// [`super::open_trace`]) and reads its host name and clock offset.
 fn prepare(path: &Path) -> Result<(super::Trace, String, Option<i64>)> {
     let t = super::open_trace(path)?;
-    let host = meta(&t, "hostname")?
-        .or(meta(&t, "host")?)
-        .or(meta(&t, "node")?)
-        .unwrap_or_default();
+    let host = meta(&t, "hostname")?.or(meta(&t, "host")?).or(meta(&t, "node")?).unwrap_or_default();
     let rmm = meta(&t, "realtime_minus_monotonic_ns")?.and_then(|v| v.trim().parse::<i64>().ok());
     Ok((t, host, rmm))
 }
@@ -155,9 +148,7 @@ pub fn merge(inputs: &[PathBuf], out: &Path, out_host_tag: bool) -> Result<Merge
     }
     let res = (|| -> Result<MergeStats> {
         let c = Connection::open(&tmp).map_err(|e| anyhow::anyhow!(Fatal::Output(format!("{shown}: cannot create: {e}"))))?;
-        c.execute_batch(
-            "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA temp_store = MEMORY; PRAGMA cache_size = -262144;",
-        )?;
+        c.execute_batch("PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA temp_store = MEMORY; PRAGMA cache_size = -262144;")?;
         c.execute_batch(schema::TABLES)?;
         c.execute_batch(schema::SEED)?;
         c.execute_batch(
@@ -170,11 +161,7 @@ pub fn merge(inputs: &[PathBuf], out: &Path, out_host_tag: bool) -> Result<Merge
         let ref_rmm = prepared.first().and_then(|p| p.2);
         for (i, (src, host, rmm)) in prepared.iter().enumerate() {
             // A file that does not name its host is taken as coming from a host of its own.
-            let host_key = if host.is_empty() {
-                format!("unknown-host-of-input{i}")
-            } else {
-                host.clone()
-            };
+            let host_key = if host.is_empty() { format!("unknown-host-of-input{i}") } else { host.clone() };
             let node = match hosts.iter().position(|h| *h == host_key) {
                 Some(n) => n,
                 None => {
@@ -182,11 +169,7 @@ pub fn merge(inputs: &[PathBuf], out: &Path, out_host_tag: bool) -> Result<Merge
                     hosts.len() - 1
                 }
             } as i64;
-            let (poff, goff) = if out_host_tag {
-                (node * PID_STRIDE, node * GPU_STRIDE)
-            } else {
-                (0, 0)
-            };
+            let (poff, goff) = if out_host_tag { (node * PID_STRIDE, node * GPU_STRIDE) } else { (0, 0) };
             let shift = match (out_host_tag, node != 0, rmm, ref_rmm) {
                 (true, true, Some(r), Some(r0)) => r - r0,
                 _ => 0,
@@ -202,15 +185,11 @@ pub fn merge(inputs: &[PathBuf], out: &Path, out_host_tag: bool) -> Result<Merge
                 ..Default::default()
             };
             for t in MERGED_TABLES {
-                inp.rows
-                    .insert(t.to_string(), count(&c, &format!("src.{t}"))?);
+                inp.rows.insert(t.to_string(), count(&c, &format!("src.{t}"))?);
             }
             let mut step = || -> Result<(i64, i64)> {
                 c.execute_batch("BEGIN")?;
-                let max = |sql: &str| -> Result<i64> {
-                    Ok(c.query_row(sql, [], |r| r.get::<_, Option<i64>>(0))?
-                        .unwrap_or(0))
-                };
+                let max = |sql: &str| -> Result<i64> { Ok(c.query_row(sql, [], |r| r.get::<_, Option<i64>>(0))?.unwrap_or(0)) };
                 inp.api_id_offset = max("SELECT max(id) FROM main.rocpd_api")?;
                 inp.op_id_offset = max("SELECT max(id) FROM main.rocpd_op")?;
                 inp.correlation_offset =
@@ -221,10 +200,7 @@ pub fn merge(inputs: &[PathBuf], out: &Path, out_host_tag: bool) -> Result<Merge
                      CREATE TEMP TABLE smap (old INTEGER PRIMARY KEY, new INTEGER NOT NULL);
                      CREATE TEMP TABLE umap (old INTEGER PRIMARY KEY, new INTEGER NOT NULL);",
                 )?;
-                for (tab, dict, map) in [
-                    ("rocpd_string", "sdict", "smap"),
-                    ("rocpd_ustring", "udict", "umap"),
-                ] {
+                for (tab, dict, map) in [("rocpd_string", "sdict", "smap"), ("rocpd_ustring", "udict", "umap")] {
                     let before = max(&format!("SELECT max(id) FROM main.{tab}"))?;
                     c.execute_batch(&format!(
                         "INSERT INTO main.{tab} (string)
@@ -242,28 +218,18 @@ pub fn merge(inputs: &[PathBuf], out: &Path, out_host_tag: bool) -> Result<Merge
                     [],
                     |r| r.get(0),
                 )?;
-                let s = |col: &str| {
-                    format!("coalesce((SELECT new FROM temp.smap WHERE old = {col}), 1)")
-                };
-                let u = |col: &str| {
-                    format!("coalesce((SELECT new FROM temp.umap WHERE old = {col}), 1)")
-                };
-                let corr =
-                    |col: &str| format!("CASE WHEN {col} != 0 THEN {col} + :coff ELSE 0 END");
+                let s = |col: &str| format!("coalesce((SELECT new FROM temp.smap WHERE old = {col}), 1)");
+                let u = |col: &str| format!("coalesce((SELECT new FROM temp.umap WHERE old = {col}), 1)");
+                let corr = |col: &str| format!("CASE WHEN {col} != 0 THEN {col} + :coff ELSE 0 END");
                 let aoff = inp.api_id_offset;
                 let ooff = inp.op_id_offset;
                 let coff = inp.correlation_offset;
                 let named = |sql: String| -> Result<()> {
                     let mut st = c.prepare(&sql)?;
                     let mut p: Vec<(&str, &dyn rusqlite::ToSql)> = vec![];
-                    for (k, v) in [
-                        (":aoff", &aoff),
-                        (":ooff", &ooff),
-                        (":coff", &coff),
-                        (":poff", &poff),
-                        (":goff", &goff),
-                        (":shift", &shift),
-                    ] {
+                    for (k, v) in
+                        [(":aoff", &aoff), (":ooff", &ooff), (":coff", &coff), (":poff", &poff), (":goff", &goff), (":shift", &shift)]
+                    {
                         if sql.contains(k) {
                             p.push((k, v as &dyn rusqlite::ToSql));
                         }
@@ -281,7 +247,9 @@ pub fn merge(inputs: &[PathBuf], out: &Path, out_host_tag: bool) -> Result<Merge
                      SELECT id + :ooff, CASE WHEN gpuId >= 0 THEN gpuId + :goff ELSE gpuId END,
                             CASE WHEN gpuId < 0 AND queueId > 0 THEN queueId + :poff ELSE queueId END,
                             coalesce(sequenceId, 0), start + :shift, end + :shift, {}, {}, {} FROM src.rocpd_op ORDER BY id",
-                    s("description_id"), s("opType_id"), corr("correlation_id")
+                    s("description_id"),
+                    s("opType_id"),
+                    corr("correlation_id")
                 ))?;
                 named("INSERT INTO main.rocpd_api_ops (api_id, op_id) SELECT api_id + :aoff, op_id + :ooff FROM src.rocpd_api_ops ORDER BY id".into())?;
                 named(format!(
@@ -344,29 +312,18 @@ pub fn merge(inputs: &[PathBuf], out: &Path, out_host_tag: bool) -> Result<Merge
                          exe = coalesce(exe, excluded.exe), cmdline = coalesce(cmdline, excluded.cmdline)"
                         .into(),
                 )?;
-                let combined =
-                    count(&c, "src.rtl_process")? - (count(&c, "main.rtl_process")? - procs_before);
+                let combined = count(&c, "src.rtl_process")? - (count(&c, "main.rtl_process")? - procs_before);
                 c.execute_batch("INSERT INTO main.rtl_library (path, dev, inode, probes, missing) SELECT path, dev, inode, probes, missing FROM src.rtl_library ORDER BY id")?;
                 c.execute(
                     "INSERT INTO main.rocpd_metadata (tag, value) SELECT ?1 || tag, value FROM src.rocpd_metadata ORDER BY id",
                     [format!("input{i}.")],
                 )?;
                 let add = |tag: &str, v: String| -> Result<()> {
-                    c.execute(
-                        "INSERT INTO main.rocpd_metadata (tag, value) VALUES (?1, ?2)",
-                        params![format!("input{i}.{tag}"), v],
-                    )?;
+                    c.execute("INSERT INTO main.rocpd_metadata (tag, value) VALUES (?1, ?2)", params![format!("input{i}.{tag}"), v])?;
                     Ok(())
                 };
                 add("path", inputs[i].display().to_string())?;
-                add(
-                    "hostname",
-                    if host.is_empty() {
-                        "unknown".into()
-                    } else {
-                        host.clone()
-                    },
-                )?;
+                add("hostname", if host.is_empty() { "unknown".into() } else { host.clone() })?;
                 add("node", node.to_string())?;
                 add("pid_offset", poff.to_string())?;
                 add("gpu_offset", goff.to_string())?;
@@ -381,8 +338,7 @@ pub fn merge(inputs: &[PathBuf], out: &Path, out_host_tag: bool) -> Result<Merge
             if r.is_err() {
                 let _ = c.execute_batch("ROLLBACK");
             }
-            let (combined, dangling) =
-                r.with_context(|| format!("merging {}", inputs[i].display()))?;
+            let (combined, dangling) = r.with_context(|| format!("merging {}", inputs[i].display()))?;
             c.execute_batch("DETACH DATABASE src")?;
             stats.processes_combined += combined;
             stats.dangling_strings += dangling;
@@ -390,20 +346,15 @@ pub fn merge(inputs: &[PathBuf], out: &Path, out_host_tag: bool) -> Result<Merge
         }
         // The output's own metadata: totals of the drop counters, versions, strides.
         let first_meta = |tag: &str| -> Result<Option<String>> {
-            Ok(c.query_row(
-                "SELECT value FROM rocpd_metadata WHERE tag = 'input0.' || ?1 ORDER BY id LIMIT 1",
-                [tag],
-                |r| r.get::<_, Option<String>>(0),
-            )
+            Ok(c.query_row("SELECT value FROM rocpd_metadata WHERE tag = 'input0.' || ?1 ORDER BY id LIMIT 1", [tag], |r| {
+                r.get::<_, Option<String>>(0)
+            })
             .optional()?
             .flatten())
         };
         let mut own: Vec<(String, String)> = vec![
             ("schema_version".into(), schema::RPD_SCHEMA_VERSION.into()),
-            (
-                "rtl_schema_version".into(),
-                schema::RTL_SCHEMA_VERSION.to_string(),
-            ),
+            ("rtl_schema_version".into(), schema::RTL_SCHEMA_VERSION.to_string()),
             ("merged_inputs".into(), inputs.len().to_string()),
             ("gpu_stride".into(), GPU_STRIDE.to_string()),
             ("pid_stride".into(), PID_STRIDE.to_string()),
@@ -420,29 +371,19 @@ pub fn merge(inputs: &[PathBuf], out: &Path, out_host_tag: bool) -> Result<Merge
             }
         }
         {
-            let words = super::summary::LOSS_WORDS
-                .iter()
-                .map(|w| format!("t LIKE '%{w}%'"))
-                .collect::<Vec<_>>()
-                .join(" OR ");
+            let words = super::summary::LOSS_WORDS.iter().map(|w| format!("t LIKE '%{w}%'")).collect::<Vec<_>>().join(" OR ");
             let mut st = c.prepare(&format!(
                 "SELECT substr(tag, instr(tag, '.') + 1) AS t, sum(CAST(value AS INTEGER)) FROM rocpd_metadata
                  WHERE tag GLOB 'input[0-9]*.*' AND CAST(value AS INTEGER) || '' = trim(value)
                    AND ({words})
                  GROUP BY t"
             ))?;
-            let rows = st
-                .query_map([], |r| {
-                    Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?.to_string()))
-                })?
-                .collect::<Result<Vec<_>, _>>()?;
+            let rows =
+                st.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?.to_string())))?.collect::<Result<Vec<_>, _>>()?;
             own.extend(rows);
         }
         for (k, v) in own {
-            c.execute(
-                "INSERT INTO rocpd_metadata (tag, value) VALUES (?1, ?2)",
-                params![k, v],
-            )?;
+            c.execute("INSERT INTO rocpd_metadata (tag, value) VALUES (?1, ?2)", params![k, v])?;
         }
         c.execute_batch(schema::INDEXES)?;
         c.execute_batch(schema::VIEWS)?;
@@ -451,8 +392,7 @@ pub fn merge(inputs: &[PathBuf], out: &Path, out_host_tag: bool) -> Result<Merge
         }
         drop(c);
         crate::trace::writer::chown_to_invoker(&tmp);
-        std::fs::rename(&tmp, out)
-            .map_err(|e| anyhow::anyhow!(Fatal::Output(format!("{shown}: cannot write: {e}"))))?;
+        std::fs::rename(&tmp, out).map_err(|e| anyhow::anyhow!(Fatal::Output(format!("{shown}: cannot write: {e}"))))?;
         Ok(stats)
     })();
     drop(prepared);
@@ -522,11 +462,7 @@ impl std::fmt::Display for MergeStats {
             writeln!(f, "  {} process rows seen in several inputs were combined (same host and pid)", self.processes_combined)?;
         }
         if self.api_meanings_differing > 0 {
-            writeln!(
-                f,
-                "  {} APIs described differently by a later input (the first input's meaning kept)",
-                self.api_meanings_differing
-            )?;
+            writeln!(f, "  {} APIs described differently by a later input (the first input's meaning kept)", self.api_meanings_differing)?;
         }
         if self.dangling_strings > 0 {
             writeln!(f, "  {} references to missing strings were mapped to ''", self.dangling_strings)?;

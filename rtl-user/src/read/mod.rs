@@ -55,15 +55,12 @@ impl Trace {
     pub fn uri(&self) -> &str {
         &self.uri
     }
-
 }
 
 /// Another read-only connection to a trace's data, by its [`Trace::uri`] (parallel scans).
 pub(crate) fn open_read_only(uri: &str) -> Result<Connection> {
-    let c = Connection::open_with_flags(
-        uri,
-        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )?;
+    let c =
+        Connection::open_with_flags(uri, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
     Ok(c)
 }
 
@@ -185,11 +182,9 @@ fn open_inner(path: &Path) -> Result<Trace> {
         return private_copy(&name, &mut f, &mut sides);
     }
     let uri = file_uri(&real, "mode=ro&immutable=1");
-    let conn = Connection::open_with_flags(
-        &uri,
-        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )
-    .with_context(|| format!("{name}: cannot open as SQLite"))?;
+    let conn =
+        Connection::open_with_flags(&uri, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI | OpenFlags::SQLITE_OPEN_NO_MUTEX)
+            .with_context(|| format!("{name}: cannot open as SQLite"))?;
     // The path must still name the file checked above.
     let now = std::fs::metadata(&real).with_context(|| format!("{name}: cannot open the trace"))?;
     if (now.dev(), now.ino()) != (meta.dev(), meta.ino()) {
@@ -228,22 +223,22 @@ fn private_copy(name: &str, f: &mut File, sides: &mut [Side]) -> Result<Trace> {
                 .open(&dst)
                 .with_context(|| format!("{name}: cannot write a working copy in {}", dir.path().display()))?;
             src.seek(std::io::SeekFrom::Start(0))?;
-            std::io::copy(src, &mut out)
-                .with_context(|| format!("{name}: cannot copy to a working copy in {} (set TMPDIR to a larger file system)", dir.path().display()))?;
+            std::io::copy(src, &mut out).with_context(|| {
+                format!("{name}: cannot copy to a working copy in {} (set TMPDIR to a larger file system)", dir.path().display())
+            })?;
         }
         if stamp(&f.metadata()?) == stamp(&before) {
             break;
         }
         tries += 1;
         if tries >= 5 {
-            anyhow::bail!("{name}: changed while being copied, {tries} times: it is still being written; read it when the collector has finished");
+            anyhow::bail!(
+                "{name}: changed while being copied, {tries} times: it is still being written; read it when the collector has finished"
+            );
         }
     }
-    let conn = Connection::open_with_flags(
-        &copy,
-        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )
-    .with_context(|| format!("{name}: cannot open as SQLite"))?;
+    let conn = Connection::open_with_flags(&copy, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX)
+        .with_context(|| format!("{name}: cannot open as SQLite"))?;
     tune(&conn, name)?;
     migrate::migrate(&conn).with_context(|| format!("{name} (migrated in a private copy; the file itself is not changed)"))?;
     // Fold a log into the copy, so that the read-only reopens see one plain file.
@@ -255,10 +250,8 @@ fn private_copy(name: &str, f: &mut File, sides: &mut [Side]) -> Result<Trace> {
 
 fn tune(conn: &Connection, name: &str) -> Result<()> {
     // A file that passed the header check but is damaged fails here, with the file named.
-    conn.execute_batch(
-        "PRAGMA temp_store = MEMORY; PRAGMA cache_size = -262144; PRAGMA threads = 2; PRAGMA mmap_size = 68719476736;",
-    )
-    .with_context(|| format!("{name}: cannot read"))?;
+    conn.execute_batch("PRAGMA temp_store = MEMORY; PRAGMA cache_size = -262144; PRAGMA threads = 2; PRAGMA mmap_size = 68719476736;")
+        .with_context(|| format!("{name}: cannot read"))?;
     conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get::<_, i64>(0))
         .map_err(|e| anyhow!("{name}: not a readable SQLite database: {e}"))?;
     Ok(())
@@ -321,9 +314,7 @@ impl OutFile {
     pub(crate) fn commit(self) -> Result<()> {
         crate::trace::writer::chown_to_invoker(&self.tmp);
         let shown = crate::term::path(&self.out);
-        self.tmp
-            .persist(&self.out)
-            .map_err(|e| anyhow!(Fatal::Output(format!("{shown}: cannot write: {}", e.error))))?;
+        self.tmp.persist(&self.out).map_err(|e| anyhow!(Fatal::Output(format!("{shown}: cannot write: {}", e.error))))?;
         Ok(())
     }
 }

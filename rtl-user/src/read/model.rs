@@ -47,13 +47,7 @@ pub(crate) struct Slice<'a> {
 }
 
 pub(crate) trait Sink {
-    fn process(
-        &mut self,
-        pid: i64,
-        name: &str,
-        cmdline: Option<&str>,
-        sort_index: i64,
-    ) -> Result<()>;
+    fn process(&mut self, pid: i64, name: &str, cmdline: Option<&str>, sort_index: i64) -> Result<()>;
     fn thread(&mut self, pid: i64, tid: i64, name: &str, sort_index: i64) -> Result<()>;
     fn slice(&mut self, s: &Slice) -> Result<()>;
     /// Called when a lane's stream of slices ends or before a slice starting at `until`:
@@ -92,24 +86,13 @@ impl Lanes {
 }
 
 fn parse_ids(s: Option<String>, base: u64) -> Vec<u64> {
-    s.map(|s| {
-        s.split(',')
-            .filter_map(|x| x.trim().parse::<u64>().ok())
-            .map(|x| x + base)
-            .collect()
-    })
-    .unwrap_or_default()
+    s.map(|s| s.split(',').filter_map(|x| x.trim().parse::<u64>().ok()).map(|x| x + base).collect()).unwrap_or_default()
 }
 
 pub(crate) fn strings(conn: &Connection) -> Result<HashMap<i64, String>> {
     let mut st = conn.prepare("SELECT id, string FROM rocpd_string")?;
     let m = st
-        .query_map([], |r| {
-            Ok((
-                r.get::<_, i64>(0)?,
-                r.get::<_, Option<String>>(1)?.unwrap_or_default(),
-            ))
-        })?
+        .query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, Option<String>>(1)?.unwrap_or_default())))?
         .collect::<Result<HashMap<_, _>, _>>()?;
     Ok(m)
 }
@@ -154,41 +137,25 @@ pub(crate) fn prelude(conn: &Connection) -> Result<Prelude> {
             let pid: i64 = r.get(0)?;
             let exe: Option<String> = r.get(1)?;
             let cmd: Option<String> = r.get(2)?;
-            let cmd = cmd
-                .map(|c| c.replace('\0', " ").trim().to_string())
-                .filter(|c| !c.is_empty());
+            let cmd = cmd.map(|c| c.replace('\0', " ").trim().to_string()).filter(|c| !c.is_empty());
             let name = exe
                 .as_deref()
                 .filter(|e| !e.is_empty())
                 .map(basename)
-                .or_else(|| {
-                    cmd.as_deref()
-                        .and_then(|c| c.split(' ').next())
-                        .map(basename)
-                })
+                .or_else(|| cmd.as_deref().and_then(|c| c.split(' ').next()).map(basename))
                 .map(|n| format!("{n} {pid}"))
                 .unwrap_or_else(|| format!("pid {pid}"));
             procs.insert(pid, (name, cmd));
         }
     }
     let mut st = conn.prepare("SELECT DISTINCT pid FROM rocpd_api")?;
-    let api_pids = st
-        .query_map([], |r| r.get::<_, i64>(0))?
-        .collect::<Result<Vec<_>, _>>()?;
+    let api_pids = st.query_map([], |r| r.get::<_, i64>(0))?.collect::<Result<Vec<_>, _>>()?;
     for pid in api_pids {
-        procs
-            .entry(pid)
-            .or_insert_with(|| (format!("pid {pid}"), None));
+        procs.entry(pid).or_insert_with(|| (format!("pid {pid}"), None));
     }
     let mut pids: Vec<_> = procs.keys().copied().collect();
     pids.sort();
-    Ok(Prelude {
-        names,
-        meanings: super::meaning::load(conn)?,
-        has_corr_fallback,
-        procs,
-        pids,
-    })
+    Ok(Prelude { names, meanings: super::meaning::load(conn)?, has_corr_fallback, procs, pids })
 }
 
 /// Process, thread and GPU queue tracks.
@@ -198,32 +165,17 @@ pub(crate) fn emit_tracks(conn: &Connection, p: &Prelude, sink: &mut dyn Sink) -
         sink.process(*pid, n, c.as_deref(), *pid)?;
     }
     let mut st = conn.prepare("SELECT DISTINCT pid, tid FROM rocpd_api ORDER BY pid, tid")?;
-    let threads = st
-        .query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)))?
-        .collect::<Result<Vec<_>, _>>()?;
+    let threads = st.query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)))?.collect::<Result<Vec<_>, _>>()?;
     for (pid, tid) in &threads {
-        let n = if pid == tid {
-            format!("main thread {tid}")
-        } else {
-            format!("thread {tid}")
-        };
+        let n = if pid == tid { format!("main thread {tid}") } else { format!("thread {tid}") };
         sink.thread(*pid, *tid, &n, if pid == tid { 0 } else { 1 })?;
     }
-    let mut st = conn.prepare(
-        "SELECT DISTINCT gpuId, queueId FROM rocpd_op WHERE gpuId >= 0 ORDER BY gpuId, queueId",
-    )?;
-    let queues = st
-        .query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)))?
-        .collect::<Result<Vec<_>, _>>()?;
+    let mut st = conn.prepare("SELECT DISTINCT gpuId, queueId FROM rocpd_op WHERE gpuId >= 0 ORDER BY gpuId, queueId")?;
+    let queues = st.query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)))?.collect::<Result<Vec<_>, _>>()?;
     let mut last_gpu = None;
     for (gpu, q) in &queues {
         if last_gpu != Some(*gpu) {
-            sink.process(
-                GPU_PID_BASE + gpu,
-                &format!("GPU {gpu}"),
-                None,
-                GPU_PID_BASE + gpu,
-            )?;
+            sink.process(GPU_PID_BASE + gpu, &format!("GPU {gpu}"), None, GPU_PID_BASE + gpu)?;
             last_gpu = Some(*gpu);
         }
         sink.thread(GPU_PID_BASE + gpu, *q, &format!("queue {q}"), *q)?;
@@ -262,8 +214,7 @@ pub(crate) fn emit_apis(conn: &Connection, p: &Prelude, sink: &mut dyn Sink) -> 
     let mut announced: std::collections::HashSet<(i64, i64)> = std::collections::HashSet::new();
     let mut open_tracks: Vec<(i64, i64)> = vec![];
     while let Some(r) = rows.next()? {
-        let (id, pid, tid, start, end): (i64, i64, i64, i64, i64) =
-            (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?);
+        let (id, pid, tid, start, end): (i64, i64, i64, i64, i64) = (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?);
         let end = end.max(start);
         let name_id: i64 = r.get(5)?;
         let mut args: Vec<(&str, Arg)> = vec![("api_id", Arg::Int(id))];
@@ -299,9 +250,7 @@ pub(crate) fn emit_apis(conn: &Connection, p: &Prelude, sink: &mut dyn Sink) -> 
         }
         if let Some(kn) = r.get::<_, Option<i64>>(14)? {
             args.push(("kernel", Arg::Str(name_of(kn).to_string())));
-            let g: Vec<i64> = (15..21)
-                .map(|i| r.get::<_, Option<i64>>(i).map(|v| v.unwrap_or(0)))
-                .collect::<Result<_, _>>()?;
+            let g: Vec<i64> = (15..21).map(|i| r.get::<_, Option<i64>>(i).map(|v| v.unwrap_or(0))).collect::<Result<_, _>>()?;
             args.push(("grid", Arg::Str(format!("{}x{}x{}", g[0], g[1], g[2]))));
             args.push(("workgroup", Arg::Str(format!("{}x{}x{}", g[3], g[4], g[5]))));
             if let Some(s) = r.get::<_, Option<String>>(21)?.filter(|s| !s.is_empty()) {
@@ -310,10 +259,7 @@ pub(crate) fn emit_apis(conn: &Connection, p: &Prelude, sink: &mut dyn Sink) -> 
         }
         if let Some(size) = r.get::<_, Option<i64>>(22)? {
             args.push(("bytes", Arg::Int(size)));
-            args.push((
-                "copy_kind",
-                Arg::Int(r.get::<_, Option<i64>>(23)?.unwrap_or(0)),
-            ));
+            args.push(("copy_kind", Arg::Int(r.get::<_, Option<i64>>(23)?.unwrap_or(0))));
             if let Some(s) = r.get::<_, Option<String>>(24)?.filter(|s| !s.is_empty()) {
                 args.push(("stream", Arg::Str(s)));
             }
@@ -374,27 +320,16 @@ pub(crate) fn emit_ops(conn: &Connection, p: &Prelude, sink: &mut dyn Sink) -> R
     let mut rows = st.query([])?;
     let mut lanes = Lanes::default();
     while let Some(r) = rows.next()? {
-        let (id, gpu, q, start, end): (i64, i64, i64, i64, i64) =
-            (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?);
+        let (id, gpu, q, start, end): (i64, i64, i64, i64, i64) = (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?);
         let end = end.max(start);
         let (desc, ty): (i64, i64) = (r.get(5)?, r.get(6)?);
-        let (name_id, name) = if name_of(desc).is_empty() {
-            (ty, name_of(ty))
-        } else {
-            (desc, name_of(desc))
-        };
-        let mut args: Vec<(&'static str, Arg)> = vec![
-            ("op_id", Arg::Int(id)),
-            ("opType", Arg::Str(name_of(ty).to_string())),
-        ];
+        let (name_id, name) = if name_of(desc).is_empty() { (ty, name_of(ty)) } else { (desc, name_of(desc)) };
+        let mut args: Vec<(&'static str, Arg)> = vec![("op_id", Arg::Int(id)), ("opType", Arg::Str(name_of(ty).to_string()))];
         let corr: i64 = r.get(7)?;
         if corr != 0 {
             args.push(("correlation_id", Arg::Int(corr)));
         }
-        args.push((
-            "sequenceId",
-            Arg::Int(r.get::<_, Option<i64>>(8)?.unwrap_or(0)),
-        ));
+        args.push(("sequenceId", Arg::Int(r.get::<_, Option<i64>>(8)?.unwrap_or(0))));
         let mut flow_in = parse_ids(r.get(9)?, 0);
         if let Some(x) = r.get::<_, Option<i64>>(10)? {
             flow_in.push(x as u64 + CORR_FLOW_BASE);
@@ -413,18 +348,7 @@ pub(crate) fn emit_ops(conn: &Connection, p: &Prelude, sink: &mut dyn Sink) -> R
         if !open_tracks.contains(&(pid, ltid)) {
             open_tracks.push((pid, ltid));
         }
-        sink.slice(&Slice {
-            pid,
-            tid: ltid,
-            ts: start,
-            dur: end - start,
-            name_id,
-            name,
-            cat: "gpu",
-            args,
-            flow_out: vec![],
-            flow_in,
-        })?;
+        sink.slice(&Slice { pid, tid: ltid, ts: start, dur: end - start, name_id, name, cat: "gpu", args, flow_out: vec![], flow_in })?;
     }
     for (p, t) in open_tracks.drain(..) {
         sink.flush_track(p, t)?;
@@ -469,15 +393,7 @@ pub(crate) fn emit_markers(conn: &Connection, p: &Prelude, sink: &mut dyn Sink) 
                 _ if known.contains(&q) => (q, ROCTX_TID_BASE + q),
                 _ => (MARKER_PID, 0),
             };
-            (
-                pid,
-                tid,
-                s,
-                e.max(s),
-                d,
-                name_of(d).to_string(),
-                ("op_id", id),
-            )
+            (pid, tid, s, e.max(s), d, name_of(d).to_string(), ("op_id", id))
         })
         .collect();
     if placed.is_empty() {
@@ -500,15 +416,7 @@ pub(crate) fn emit_markers(conn: &Connection, p: &Prelude, sink: &mut dyn Sink) 
             let n = if pid == MARKER_PID {
                 "markers".to_string()
             } else {
-                format!(
-                    "roctx {}{}",
-                    tid - ROCTX_TID_BASE,
-                    if lane > 0 {
-                        format!(" (overlap {lane})")
-                    } else {
-                        String::new()
-                    }
-                )
+                format!("roctx {}{}", tid - ROCTX_TID_BASE, if lane > 0 { format!(" (overlap {lane})") } else { String::new() })
             };
             sink.thread(pid, ltid, &n, 3)?;
         }
@@ -562,76 +470,32 @@ fn roctx_from_apis(conn: &Connection) -> Result<Vec<Marker>> {
     };
     let mut last_end: HashMap<(i64, i64), i64> = HashMap::new();
     while let Some(r) = rows.next()? {
-        let (id, pid, tid, start, end): (i64, i64, i64, i64, i64) =
-            (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?);
+        let (id, pid, tid, start, end): (i64, i64, i64, i64, i64) = (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?);
         let name: String = r.get(5)?;
         let text: String = r.get(6)?;
         last_end.insert((pid, tid), end.max(start));
         if name.starts_with("roctxRangePush") {
-            stacks
-                .entry((pid, tid))
-                .or_default()
-                .push((id, start, text));
+            stacks.entry((pid, tid)).or_default().push((id, start, text));
         } else if name.starts_with("roctxRangePop") {
             if let Some((pid0, s0, t)) = stacks.get_mut(&(pid, tid)).and_then(|v| v.pop()) {
-                let t = if t.is_empty() {
-                    "roctx range".to_string()
-                } else {
-                    t
-                };
-                out.push((
-                    pid,
-                    ROCTX_TID_BASE + tid,
-                    s0,
-                    end.max(s0),
-                    name_id(&t),
-                    t,
-                    ("api_id", pid0),
-                ));
+                let t = if t.is_empty() { "roctx range".to_string() } else { t };
+                out.push((pid, ROCTX_TID_BASE + tid, s0, end.max(s0), name_id(&t), t, ("api_id", pid0)));
             }
         } else if name == "UserMarker" {
             // RPD's own tracer records roctx ranges as API rows named UserMarker (args = text)
             let t = if text.is_empty() { name.clone() } else { text };
-            out.push((
-                pid,
-                ROCTX_TID_BASE + tid,
-                start,
-                end.max(start),
-                name_id(&t),
-                t,
-                ("api_id", id),
-            ));
+            out.push((pid, ROCTX_TID_BASE + tid, start, end.max(start), name_id(&t), t, ("api_id", id)));
         } else if name.starts_with("roctxMark") {
             let t = if text.is_empty() { name.clone() } else { text };
-            out.push((
-                pid,
-                ROCTX_TID_BASE + tid,
-                start,
-                start,
-                name_id(&t),
-                t,
-                ("api_id", id),
-            ));
+            out.push((pid, ROCTX_TID_BASE + tid, start, start, name_id(&t), t, ("api_id", id)));
         }
     }
     // Ranges never popped end with their thread's last roctx call.
     for ((pid, tid), v) in stacks {
         for (id, s0, t) in v {
             let e = last_end.get(&(pid, tid)).copied().unwrap_or(s0).max(s0);
-            let t = if t.is_empty() {
-                "roctx range (not popped)".to_string()
-            } else {
-                t
-            };
-            out.push((
-                pid,
-                ROCTX_TID_BASE + tid,
-                s0,
-                e,
-                name_id(&t),
-                t,
-                ("api_id", id),
-            ));
+            let t = if t.is_empty() { "roctx range (not popped)".to_string() } else { t };
+            out.push((pid, ROCTX_TID_BASE + tid, s0, e, name_id(&t), t, ("api_id", id)));
         }
     }
     Ok(out)
@@ -655,11 +519,7 @@ pub(crate) fn bounded_memory(c: &Connection) -> Result<()> {
     Ok(())
 }
 
-pub(crate) fn emit_parts(
-    trace: &super::Trace,
-    p: &Prelude,
-    parts: [Box<dyn PartSink + '_>; 2],
-) -> Result<()> {
+pub(crate) fn emit_parts(trace: &super::Trace, p: &Prelude, parts: [Box<dyn PartSink + '_>; 2]) -> Result<()> {
     let [mut apis, mut ops] = parts;
     let uri = trace.uri();
     let open = || -> Result<Connection> {
@@ -679,12 +539,8 @@ pub(crate) fn emit_parts(
             emit_markers(&c, p, ops.as_mut())?;
             ops.finish()
         });
-        let ra = a
-            .join()
-            .map_err(|_| anyhow::anyhow!("the API writer thread panicked"))?;
-        let rb = b
-            .join()
-            .map_err(|_| anyhow::anyhow!("the GPU op writer thread panicked"))?;
+        let ra = a.join().map_err(|_| anyhow::anyhow!("the API writer thread panicked"))?;
+        let rb = b.join().map_err(|_| anyhow::anyhow!("the GPU op writer thread panicked"))?;
         ra.and(rb)
     })
 }

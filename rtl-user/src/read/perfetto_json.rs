@@ -34,13 +34,7 @@ impl<W: Write> JsonSink<W> {
         }
         Ok(())
     }
-    fn meta(
-        &mut self,
-        pid: i64,
-        tid: Option<i64>,
-        name: &str,
-        args: serde_json::Value,
-    ) -> Result<()> {
+    fn meta(&mut self, pid: i64, tid: Option<i64>, name: &str, args: serde_json::Value) -> Result<()> {
         self.sep()?;
         let mut v = json!({"ph": "M", "name": name, "pid": pid, "args": args});
         if let Some(t) = tid {
@@ -52,20 +46,9 @@ impl<W: Write> JsonSink<W> {
 }
 
 impl<W: Write> Sink for JsonSink<W> {
-    fn process(
-        &mut self,
-        pid: i64,
-        name: &str,
-        cmdline: Option<&str>,
-        sort_index: i64,
-    ) -> Result<()> {
+    fn process(&mut self, pid: i64, name: &str, cmdline: Option<&str>, sort_index: i64) -> Result<()> {
         self.meta(pid, None, "process_name", json!({"name": name}))?;
-        self.meta(
-            pid,
-            None,
-            "process_sort_index",
-            json!({"sort_index": sort_index}),
-        )?;
+        self.meta(pid, None, "process_sort_index", json!({"sort_index": sort_index}))?;
         if let Some(c) = cmdline {
             self.meta(pid, None, "process_labels", json!({"labels": c}))?;
         }
@@ -73,26 +56,14 @@ impl<W: Write> Sink for JsonSink<W> {
     }
     fn thread(&mut self, pid: i64, tid: i64, name: &str, sort_index: i64) -> Result<()> {
         self.meta(pid, Some(tid), "thread_name", json!({"name": name}))?;
-        self.meta(
-            pid,
-            Some(tid),
-            "thread_sort_index",
-            json!({"sort_index": sort_index}),
-        )
+        self.meta(pid, Some(tid), "thread_sort_index", json!({"sort_index": sort_index}))
     }
     fn slice(&mut self, s: &Slice) -> Result<()> {
         self.sep()?;
         // Hand-formatted (no per-event JSON tree) so ts/dur keep exact nanoseconds.
         write!(self.w, r#"{{"ph":"X","cat":"{}","name":"#, s.cat)?;
         serde_json::to_writer(&mut self.w, s.name)?;
-        write!(
-            self.w,
-            r#","pid":{},"tid":{},"ts":{},"dur":{},"args":{{"#,
-            s.pid,
-            s.tid,
-            us(s.ts),
-            us(s.dur)
-        )?;
+        write!(self.w, r#","pid":{},"tid":{},"ts":{},"dur":{},"args":{{"#, s.pid, s.tid, us(s.ts), us(s.dur))?;
         for (i, (k, v)) in s.args.iter().enumerate() {
             // keys are identifiers (fixed, or checked by read::meaning): no escaping needed
             write!(self.w, r#"{}"{k}":"#, if i > 0 { "," } else { "" })?;
@@ -107,13 +78,7 @@ impl<W: Write> Sink for JsonSink<W> {
         let inside = s.ts + s.dur.min(1);
         for id in &s.flow_out {
             self.sep()?;
-            write!(
-                self.w,
-                r#"{{"ph":"s","cat":"launch","name":"launch","id":{id},"pid":{},"tid":{},"ts":{}}}"#,
-                s.pid,
-                s.tid,
-                us(inside)
-            )?;
+            write!(self.w, r#"{{"ph":"s","cat":"launch","name":"launch","id":{id},"pid":{},"tid":{},"ts":{}}}"#, s.pid, s.tid, us(inside))?;
         }
         for id in &s.flow_in {
             self.sep()?;
@@ -158,19 +123,13 @@ fn write_all(conn: &super::Trace, db: &Path, out: &Path, w: &mut dyn Write) -> R
     serde_json::to_writer(&mut *w, &serde_json::Value::Object(meta))?;
     w.write_all(b",\"traceEvents\":[")?;
     let p = model::prelude(conn)?;
-    let mut sink = JsonSink {
-        w: &mut *w,
-        first: true,
-    };
+    let mut sink = JsonSink { w: &mut *w, first: true };
     model::emit_tracks(conn, &p, &mut sink)?;
     let wrote_any = !sink.first;
     // API calls and GPU ops in parallel, each into a part file; then appended in order. Part
     // events all start with ",\n": drop the first one when nothing came before.
     let (files, parts) = PartFiles::new(out, 2)?;
-    let mut files = files.into_iter().map(|f| JsonSink {
-        w: BufWriter::with_capacity(1 << 20, f),
-        first: false,
-    });
+    let mut files = files.into_iter().map(|f| JsonSink { w: BufWriter::with_capacity(1 << 20, f), first: false });
     let (a, b) = (files.next().unwrap(), files.next().unwrap());
     model::emit_parts(conn, &p, [Box::new(a), Box::new(b)])?;
     parts.append_to(w, if wrote_any { 0 } else { 2 })?;
@@ -188,10 +147,7 @@ pub fn convert_perfetto_json(db: &Path, out: &Path) -> Result<()> {
         // Buffer in front of the encoder: it compresses poorly and slowly in tiny writes.
         let mut w = BufWriter::with_capacity(
             1 << 20,
-            flate2::write::GzEncoder::new(
-                BufWriter::with_capacity(1 << 20, f),
-                flate2::Compression::fast(),
-            ),
+            flate2::write::GzEncoder::new(BufWriter::with_capacity(1 << 20, f), flate2::Compression::fast()),
         );
         write_all(&conn, db, out, &mut w).and_then(|_| {
             let enc = w.into_inner().map_err(|e| e.into_error())?;

@@ -199,11 +199,7 @@ impl<W: Write> ProtoSink<W> {
             timestamp: Some(ts as u64),
             trusted_packet_sequence_id: Some(self.seq),
             sequence_flags: Some(SEQ_NEEDS_INCREMENTAL_STATE),
-            track_event: Some(TrackEvent {
-                r#type: Some(TYPE_SLICE_END),
-                track_uuid: Some(uuid),
-                ..Default::default()
-            }),
+            track_event: Some(TrackEvent { r#type: Some(TYPE_SLICE_END), track_uuid: Some(uuid), ..Default::default() }),
             ..Default::default()
         })
     }
@@ -224,13 +220,7 @@ impl<W: Write> ProtoSink<W> {
 }
 
 impl<W: Write> Sink for ProtoSink<W> {
-    fn process(
-        &mut self,
-        pid: i64,
-        name: &str,
-        cmdline: Option<&str>,
-        sort_index: i64,
-    ) -> Result<()> {
+    fn process(&mut self, pid: i64, name: &str, cmdline: Option<&str>, sort_index: i64) -> Result<()> {
         let real = pid < super::GPU_PID_BASE - 1;
         self.packet(&TracePacket {
             trusted_packet_sequence_id: Some(self.seq),
@@ -259,11 +249,7 @@ impl<W: Write> Sink for ProtoSink<W> {
                 uuid: Some(track_uuid(pid, Some(tid))),
                 name: (!real).then(|| name.to_string()),
                 parent_uuid: (!real).then(|| track_uuid(pid, None)),
-                thread: real.then(|| ThreadDescriptor {
-                    pid: Some(pid as i32),
-                    tid: Some(tid),
-                    thread_name: Some(name.to_string()),
-                }),
+                thread: real.then(|| ThreadDescriptor { pid: Some(pid as i32), tid: Some(tid), thread_name: Some(name.to_string()) }),
                 sibling_order_rank: Some(sort_index.clamp(i32::MIN as i64, i32::MAX as i64) as i32),
                 ..Default::default()
             }),
@@ -278,10 +264,7 @@ impl<W: Write> Sink for ProtoSink<W> {
         self.close_until(uuid, Some(s.ts))?;
         let interned = if self.names_sent.insert(s.name_id) {
             Some(InternedData {
-                event_names: vec![InternedString {
-                    iid: Some(s.name_id as u64 + 1),
-                    name: Some(s.name.to_string()),
-                }],
+                event_names: vec![InternedString { iid: Some(s.name_id as u64 + 1), name: Some(s.name.to_string()) }],
                 ..Default::default()
             })
         } else {
@@ -291,10 +274,7 @@ impl<W: Write> Sink for ProtoSink<W> {
             .args
             .iter()
             .map(|(k, v)| {
-                let iid = ANNOTATIONS
-                    .iter()
-                    .position(|a| a == k)
-                    .map(|i| i as u64 + 1);
+                let iid = ANNOTATIONS.iter().position(|a| a == k).map(|i| i as u64 + 1);
                 let mut d = DebugAnnotation {
                     name_iid: iid,
                     // names outside the interned list go by value
@@ -319,10 +299,7 @@ impl<W: Write> Sink for ProtoSink<W> {
                 // +1: iid 0 means "not interned"; rocpd_string ids start at 1 but may be 0 in odd files.
                 name_iid: Some(s.name_id as u64 + 1),
                 track_uuid: Some(uuid),
-                category_iids: vec![CATEGORIES
-                    .iter()
-                    .position(|c| *c == s.cat)
-                    .map_or(0, |i| i as u64 + 1)],
+                category_iids: vec![CATEGORIES.iter().position(|c| *c == s.cat).map_or(0, |i| i as u64 + 1)],
                 debug_annotations,
                 flow_ids: s.flow_out.clone(),
                 terminating_flow_ids: s.flow_in.clone(),
@@ -339,27 +316,13 @@ impl<W: Write> Sink for ProtoSink<W> {
 
 impl<W: Write> ProtoSink<W> {
     fn new(w: W, seq: u32, threads: HashSet<(i64, i64)>) -> Self {
-        ProtoSink {
-            w,
-            seq,
-            buf: Vec::with_capacity(4096),
-            names_sent: HashSet::new(),
-            ends: HashMap::new(),
-            threads,
-        }
+        ProtoSink { w, seq, buf: Vec::with_capacity(4096), names_sent: HashSet::new(), ends: HashMap::new(), threads }
     }
 
     /// First packet of a sequence: clears its incremental state and interns the fixed names.
     fn start_sequence(&mut self) -> Result<()> {
         let interned = |names: &[&str]| -> Vec<InternedString> {
-            names
-                .iter()
-                .enumerate()
-                .map(|(i, n)| InternedString {
-                    iid: Some(i as u64 + 1),
-                    name: Some(n.to_string()),
-                })
-                .collect()
+            names.iter().enumerate().map(|(i, n)| InternedString { iid: Some(i as u64 + 1), name: Some(n.to_string()) }).collect()
         };
         self.packet(&TracePacket {
             trusted_packet_sequence_id: Some(self.seq),
@@ -403,13 +366,10 @@ pub fn convert_perfetto_proto(db: &Path, out: &Path) -> Result<()> {
         let p = model::prelude(&conn)?;
         model::emit_tracks(&conn, &p, &mut sink)?;
         let (files, parts) = PartFiles::new(out, 2)?;
-        let mut sinks = files.into_iter().enumerate().map(|(i, f)| {
-            ProtoSink::new(
-                BufWriter::with_capacity(1 << 20, f),
-                SEQ_ID + 1 + i as u32,
-                sink.threads.clone(),
-            )
-        });
+        let mut sinks = files
+            .into_iter()
+            .enumerate()
+            .map(|(i, f)| ProtoSink::new(BufWriter::with_capacity(1 << 20, f), SEQ_ID + 1 + i as u32, sink.threads.clone()));
         let (mut a, mut b) = (sinks.next().unwrap(), sinks.next().unwrap());
         a.start_sequence()?;
         b.start_sequence()?;

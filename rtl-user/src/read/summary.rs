@@ -31,11 +31,7 @@ pub struct SummaryOptions {
 
 impl Default for SummaryOptions {
     fn default() -> Self {
-        SummaryOptions {
-            json: false,
-            html: None,
-            top: 20,
-        }
+        SummaryOptions { json: false, html: None, top: 20 }
     }
 }
 
@@ -55,14 +51,7 @@ pub struct Stat {
 impl Stat {
     fn add(&mut self, v: i64, lo: i64, hi: i64) {
         if self.count == 0 {
-            *self = Stat {
-                count: 1,
-                sum: v,
-                min: v,
-                max: v,
-                lo,
-                hi,
-            };
+            *self = Stat { count: 1, sum: v, min: v, max: v, lo, hi };
         } else {
             self.count += 1;
             self.sum += v;
@@ -249,32 +238,17 @@ impl Aggregate<FxMap<(i64, i64), Stat>, String> for Group {
     fn init(&self, _: &mut Context<'_>) -> rusqlite::Result<FxMap<(i64, i64), Stat>> {
         Ok(FxMap::default())
     }
-    fn step(
-        &self,
-        ctx: &mut Context<'_>,
-        acc: &mut FxMap<(i64, i64), Stat>,
-    ) -> rusqlite::Result<()> {
+    fn step(&self, ctx: &mut Context<'_>, acc: &mut FxMap<(i64, i64), Stat>) -> rusqlite::Result<()> {
         let k1 = int(ctx, 0).unwrap_or(i64::MIN);
         let k2 = int(ctx, 1).unwrap_or(i64::MIN);
         let v = int(ctx, 2).unwrap_or(0);
-        let (lo, hi) = if ctx.len() >= 5 {
-            (int(ctx, 3).unwrap_or(0), int(ctx, 4).unwrap_or(0))
-        } else {
-            (0, 0)
-        };
+        let (lo, hi) = if ctx.len() >= 5 { (int(ctx, 3).unwrap_or(0), int(ctx, 4).unwrap_or(0)) } else { (0, 0) };
         acc.entry((k1, k2)).or_default().add(v, lo, hi);
         Ok(())
     }
-    fn finalize(
-        &self,
-        _: &mut Context<'_>,
-        acc: Option<FxMap<(i64, i64), Stat>>,
-    ) -> rusqlite::Result<String> {
-        let rows: Vec<Value> = acc
-            .unwrap_or_default()
-            .into_iter()
-            .map(|((a, b), s)| json!([a, b, s.count, s.sum, s.min, s.max, s.lo, s.hi]))
-            .collect();
+    fn finalize(&self, _: &mut Context<'_>, acc: Option<FxMap<(i64, i64), Stat>>) -> rusqlite::Result<String> {
+        let rows: Vec<Value> =
+            acc.unwrap_or_default().into_iter().map(|((a, b), s)| json!([a, b, s.count, s.sum, s.min, s.max, s.lo, s.hi])).collect();
         Ok(Value::Array(rows).to_string())
     }
 }
@@ -299,12 +273,7 @@ struct QAcc {
 
 impl Aggregate<QAcc, String> for Quantiles {
     fn init(&self, _: &mut Context<'_>) -> rusqlite::Result<QAcc> {
-        Ok(QAcc {
-            stride: 1,
-            min: i64::MAX,
-            max: i64::MIN,
-            ..Default::default()
-        })
+        Ok(QAcc { stride: 1, min: i64::MAX, max: i64::MIN, ..Default::default() })
     }
     fn step(&self, ctx: &mut Context<'_>, acc: &mut QAcc) -> rusqlite::Result<()> {
         if let Some(v) = int(ctx, 0) {
@@ -338,11 +307,9 @@ impl Aggregate<QAcc, String> for Quantiles {
             *v.select_nth_unstable(k).1
         };
         let (p50, p90, p99) = (pick(0.50), pick(0.90), pick(0.99));
-        Ok(
-            json!({"count": a.seen, "min": a.min, "mean": (a.sum / a.seen as i128) as i64,
+        Ok(json!({"count": a.seen, "min": a.min, "mean": (a.sum / a.seen as i128) as i64,
                   "p50": p50, "p90": p90, "p99": p99, "max": a.max, "sampled_every": a.stride})
-            .to_string(),
-        )
+        .to_string())
     }
 }
 
@@ -363,11 +330,7 @@ impl Aggregate<Vec<u64>, i64> for Distinct {
         Ok(())
     }
     fn finalize(&self, _: &mut Context<'_>, acc: Option<Vec<u64>>) -> rusqlite::Result<i64> {
-        Ok(acc
-            .unwrap_or_default()
-            .iter()
-            .map(|w| w.count_ones() as i64)
-            .sum())
+        Ok(acc.unwrap_or_default().iter().map(|w| w.count_ones() as i64).sum())
     }
 }
 
@@ -384,11 +347,7 @@ impl Aggregate<BusyAcc, String> for Busy {
         if gpu < 0 {
             return Ok(());
         }
-        let (q, s, e) = (
-            int(ctx, 1).unwrap_or(0),
-            int(ctx, 2).unwrap_or(0),
-            int(ctx, 3).unwrap_or(0),
-        );
+        let (q, s, e) = (int(ctx, 1).unwrap_or(0), int(ctx, 2).unwrap_or(0), int(ctx, 3).unwrap_or(0));
         acc.entry(gpu).or_default().push((s, e.max(s), q));
         Ok(())
     }
@@ -412,11 +371,7 @@ impl Aggregate<BusyAcc, String> for Busy {
                 let mut t = s;
                 while t < e {
                     let b = (((t - first) / bin) as usize).min(TIMELINE_BINS - 1);
-                    let bin_end = if b == TIMELINE_BINS - 1 {
-                        e
-                    } else {
-                        (first + (b as i64 + 1) * bin).min(e)
-                    };
+                    let bin_end = if b == TIMELINE_BINS - 1 { e } else { (first + (b as i64 + 1) * bin).min(e) };
                     bins[b] += (bin_end - t) as f64;
                     t = bin_end;
                 }
@@ -437,10 +392,7 @@ impl Aggregate<BusyAcc, String> for Busy {
                 }
                 qe.2 = qe.2.max(e);
             }
-            let timeline: Vec<f64> = bins
-                .iter()
-                .map(|b| (b / bin as f64).clamp(0.0, 1.0))
-                .collect();
+            let timeline: Vec<f64> = bins.iter().map(|b| (b / bin as f64).clamp(0.0, 1.0)).collect();
             devices.push(json!({
                 "gpu": gpu, "ops": n, "busy_ns": union, "wall_ns": last - first,
                 "queues": queues.iter().map(|(q, v)| json!([q, v.0, v.1])).collect::<Vec<_>>(),
@@ -467,18 +419,7 @@ fn groups(conn: &Connection, sql: &str) -> Result<Vec<(i64, i64, Stat)>> {
     let mut out = vec![];
     for row in v.as_array().cloned().unwrap_or_default() {
         let g = |i: usize| row[i].as_i64().unwrap_or(0);
-        out.push((
-            g(0),
-            g(1),
-            Stat {
-                count: g(2),
-                sum: g(3),
-                min: g(4),
-                max: g(5),
-                lo: g(6),
-                hi: g(7),
-            },
-        ));
+        out.push((g(0), g(1), Stat { count: g(2), sum: g(3), min: g(4), max: g(5), lo: g(6), hi: g(7) }));
     }
     Ok(out)
 }
@@ -501,10 +442,7 @@ struct Scans {
 type Job = fn(&Connection, &Mutex<Scans>) -> Result<()>;
 
 fn job_api(c: &Connection, out: &Mutex<Scans>) -> Result<()> {
-    let g = groups(
-        c,
-        "SELECT rtl_group(pid, apiName_id, end - start, start, end) FROM rocpd_api",
-    )?;
+    let g = groups(c, "SELECT rtl_group(pid, apiName_id, end - start, start, end) FROM rocpd_api")?;
     out.lock().unwrap().api = g;
     Ok(())
 }
@@ -545,18 +483,7 @@ fn job_ops(c: &Connection, out: &Mutex<Scans>) -> Result<()> {
         .into_iter()
         .map(|row| {
             let g = |i: usize| row[i].as_i64().unwrap_or(0);
-            (
-                g(0),
-                g(1),
-                Stat {
-                    count: g(2),
-                    sum: g(3),
-                    min: g(4),
-                    max: g(5),
-                    lo: g(6),
-                    hi: g(7),
-                },
-            )
+            (g(0), g(1), Stat { count: g(2), sum: g(3), min: g(4), max: g(5), lo: g(6), hi: g(7) })
         })
         .collect();
     let busy: Value = serde_json::from_str(busy.as_deref().unwrap_or("null"))?;
@@ -583,18 +510,7 @@ fn job_links(c: &Connection, out: &Mutex<Scans>) -> Result<()> {
         .into_iter()
         .map(|row| {
             let g = |i: usize| row[i].as_i64().unwrap_or(0);
-            (
-                g(0),
-                g(1),
-                Stat {
-                    count: g(2),
-                    sum: g(3),
-                    min: g(4),
-                    max: g(5),
-                    lo: g(6),
-                    hi: g(7),
-                },
-            )
+            (g(0), g(1), Stat { count: g(2), sum: g(3), min: g(4), max: g(5), lo: g(6), hi: g(7) })
         })
         .collect();
     let mut o = out.lock().unwrap();
@@ -607,19 +523,11 @@ fn job_links(c: &Connection, out: &Mutex<Scans>) -> Result<()> {
 
 fn run_scans(trace: &super::Trace) -> Result<Scans> {
     let out = Mutex::new(Scans::default());
-    let jobs: [(&str, Job); 4] = [
-        ("api", job_api),
-        ("links", job_links),
-        ("ops", job_ops),
-        ("status", job_status),
-    ];
+    let jobs: [(&str, Job); 4] = [("api", job_api), ("links", job_links), ("ops", job_ops), ("status", job_status)];
     let timed = |name: &str, job: Job, c: &Connection, out: &Mutex<Scans>| -> Result<()> {
         let t = std::time::Instant::now();
         job(c, out)?;
-        out.lock()
-            .unwrap()
-            .timings
-            .push((name.to_string(), t.elapsed().as_secs_f64()));
+        out.lock().unwrap().timings.push((name.to_string(), t.elapsed().as_secs_f64()));
         Ok(())
     };
     // Parallel: one read-only connection per scan (the file was validated and migrated).
@@ -631,17 +539,14 @@ fn run_scans(trace: &super::Trace) -> Result<Scans> {
                 let (out, timed) = (&out, &timed);
                 s.spawn(move || -> Result<()> {
                     let c = super::open_read_only(uri)?;
-                    c.execute_batch(
-                        "PRAGMA temp_store = MEMORY; PRAGMA cache_size = -65536; PRAGMA mmap_size = 68719476736;",
-                    )?;
+                    c.execute_batch("PRAGMA temp_store = MEMORY; PRAGMA cache_size = -65536; PRAGMA mmap_size = 68719476736;")?;
                     register(&c)?;
                     timed(name, *job, &c, out)
                 })
             })
             .collect();
         for h in handles {
-            h.join()
-                .map_err(|_| anyhow::anyhow!("summary worker panicked"))??;
+            h.join().map_err(|_| anyhow::anyhow!("summary worker panicked"))??;
         }
         Ok(())
     })?;
@@ -698,51 +603,25 @@ pub fn summary_data(db: &Path, top: usize) -> Result<Summary> {
     let conn = super::open_trace(db)?;
     let scans = run_scans(&conn).with_context(|| format!("{}: summarising", db.display()))?;
     let names = super::model::strings(&conn)?;
-    let name = |id: i64| {
-        names
-            .get(&id)
-            .cloned()
-            .unwrap_or_else(|| format!("<string {id}>"))
-    };
-    let mut s = Summary {
-        source: db.display().to_string(),
-        timings: scans.timings.clone(),
-        ..Default::default()
-    };
+    let name = |id: i64| names.get(&id).cloned().unwrap_or_else(|| format!("<string {id}>"));
+    let mut s = Summary { source: db.display().to_string(), timings: scans.timings.clone(), ..Default::default() };
 
     let mut st = conn.prepare("SELECT tag, CAST(value AS TEXT) FROM rocpd_metadata ORDER BY id")?;
     s.metadata = st
-        .query_map([], |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                r.get::<_, Option<String>>(1)?.unwrap_or_default(),
-            ))
-        })?
+        .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, Option<String>>(1)?.unwrap_or_default())))?
         .collect::<Result<Vec<_>, _>>()?;
     // In a merged file the per-input copies (input<N>.tag) are summed under the plain tag.
     let merged = s.metadata.iter().any(|(t, _)| t == "merged_inputs");
     let per_input = |t: &str| {
-        t.strip_prefix("input")
-            .and_then(|r| r.split_once('.'))
-            .is_some_and(|(n, _)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        t.strip_prefix("input").and_then(|r| r.split_once('.')).is_some_and(|(n, _)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
     };
-    s.dropped = s
-        .metadata
-        .iter()
-        .filter(|(t, _)| is_drop_tag(t) && !(merged && per_input(t)))
-        .cloned()
-        .collect();
+    s.dropped = s.metadata.iter().filter(|(t, _)| is_drop_tag(t) && !(merged && per_input(t))).cloned().collect();
 
     // A collector that finished wrote trace_end_ns with its counters; one that was killed or
     // stopped by a full disk did not (its start tag is there, the rows up to its last batch).
     let tags: std::collections::HashSet<&str> = s.metadata.iter().map(|(t, _)| t.as_str()).collect();
     let mut prefixes = vec![String::new()];
-    prefixes.extend(
-        tags.iter()
-            .filter_map(|t| t.strip_suffix("trace_start_ns"))
-            .filter(|p| !p.is_empty())
-            .map(str::to_string),
-    );
+    prefixes.extend(tags.iter().filter_map(|t| t.strip_suffix("trace_start_ns")).filter(|p| !p.is_empty()).map(str::to_string));
     prefixes.sort();
     prefixes.dedup();
     for p in prefixes {
@@ -769,9 +648,7 @@ pub fn summary_data(db: &Path, top: usize) -> Result<Summary> {
         let (status, error) = (low / 2, low % 2 == 1);
         if (1..=4).contains(&status) {
             *unclosed.entry(*n).or_default() += st.count;
-            *s.unclosed_by_reason
-                .entry(status_name(status).to_string())
-                .or_default() += st.count;
+            *s.unclosed_by_reason.entry(status_name(status).to_string()).or_default() += st.count;
         } else if status == 5 {
             s.profiler_only_apis += st.count;
         }
@@ -790,20 +667,10 @@ pub fn summary_data(db: &Path, top: usize) -> Result<Summary> {
             } else {
                 code.to_string()
             };
-            ErrorRow {
-                api,
-                code,
-                code_name,
-                count,
-            }
+            ErrorRow { api, code, code_name, count }
         })
         .collect();
-    codes.sort_by(|a, b| {
-        b.count
-            .cmp(&a.count)
-            .then(a.api.cmp(&b.api))
-            .then(a.code.cmp(&b.code))
-    });
+    codes.sort_by(|a, b| b.count.cmp(&a.count).then(a.api.cmp(&b.api)).then(a.code.cmp(&b.code)));
     s.errors = codes;
     s.api_calls = by_name.values().map(|x| x.count).sum();
     s.api_errors = errors.values().sum();
@@ -833,11 +700,7 @@ pub fn summary_data(db: &Path, top: usize) -> Result<Summary> {
         }
         let d = name(*desc);
         let t = name(*ty);
-        let n = if d.is_empty() {
-            t.clone()
-        } else {
-            pretty_name(&d)
-        };
+        let n = if d.is_empty() { t.clone() } else { pretty_name(&d) };
         by_op.entry((n, t)).or_default().merge(st);
     }
     s.gpu_ops = by_op.values().map(|x| x.count).sum();
@@ -847,11 +710,7 @@ pub fn summary_data(db: &Path, top: usize) -> Result<Summary> {
         .map(|((n, t), st)| OpRow {
             name: n,
             op_type: t,
-            pct_gpu_time: if s.gpu_time_ns > 0 {
-                st.sum as f64 * 100.0 / s.gpu_time_ns as f64
-            } else {
-                0.0
-            },
+            pct_gpu_time: if s.gpu_time_ns > 0 { st.sum as f64 * 100.0 / s.gpu_time_ns as f64 } else { 0.0 },
             stat: st,
         })
         .collect();
@@ -865,11 +724,7 @@ pub fn summary_data(db: &Path, top: usize) -> Result<Summary> {
     // Busy.
     s.gpu_first_ns = scans.busy["first"].as_i64().unwrap_or(0);
     s.gpu_last_ns = scans.busy["last"].as_i64().unwrap_or(0);
-    for d in scans.busy["devices"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-    {
+    for d in scans.busy["devices"].as_array().cloned().unwrap_or_default() {
         let wall = d["wall_ns"].as_i64().unwrap_or(0);
         let pct = |x: i64| {
             if wall > 0 {
@@ -892,21 +747,10 @@ pub fn summary_data(db: &Path, top: usize) -> Result<Summary> {
                 .iter()
                 .map(|q| {
                     let b = q[2].as_i64().unwrap_or(0);
-                    QueueBusy {
-                        queue: q[0].as_i64().unwrap_or(0),
-                        ops: q[1].as_i64().unwrap_or(0),
-                        busy_ns: b,
-                        busy_pct: pct(b),
-                    }
+                    QueueBusy { queue: q[0].as_i64().unwrap_or(0), ops: q[1].as_i64().unwrap_or(0), busy_ns: b, busy_pct: pct(b) }
                 })
                 .collect(),
-            timeline: d["timeline"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default()
-                .iter()
-                .filter_map(|x| x.as_f64())
-                .collect(),
+            timeline: d["timeline"].as_array().cloned().unwrap_or_default().iter().filter_map(|x| x.as_f64()).collect(),
         });
     }
 
@@ -921,17 +765,7 @@ pub fn summary_data(db: &Path, top: usize) -> Result<Summary> {
     // Processes.
     let mut procs: BTreeMap<i64, ProcessRow> = BTreeMap::new();
     for (pid, st) in by_pid {
-        procs.insert(
-            pid,
-            ProcessRow {
-                pid,
-                exe: None,
-                cmdline: None,
-                api: st,
-                gpu_ops: 0,
-                gpu_time_ns: 0,
-            },
-        );
+        procs.insert(pid, ProcessRow { pid, exe: None, cmdline: None, api: st, gpu_ops: 0, gpu_time_ns: 0 });
     }
     for (pid, _, st) in &scans.link_pid {
         let p = procs.entry(*pid).or_insert_with(|| ProcessRow {
@@ -958,9 +792,7 @@ pub fn summary_data(db: &Path, top: usize) -> Result<Summary> {
             gpu_time_ns: 0,
         });
         p.exe = r.get(1)?;
-        p.cmdline = r
-            .get::<_, Option<String>>(2)?
-            .map(|c| c.replace('\0', " ").trim().to_string());
+        p.cmdline = r.get::<_, Option<String>>(2)?.map(|c| c.replace('\0', " ").trim().to_string());
     }
     drop(rows);
     s.processes = procs.into_values().collect();
@@ -1258,11 +1090,7 @@ fn write_text(s: &Summary, out: &mut dyn Write) -> Result<()> {
             String::new()
         }
     };
-    writeln!(
-        out,
-        "GPU kernels and ops by total time{}",
-        shown(s.ops.len(), s.ops_total_names)
-    )?;
+    writeln!(out, "GPU kernels and ops by total time{}", shown(s.ops.len(), s.ops_total_names))?;
     if s.ops.is_empty() {
         writeln!(out, "  (no GPU ops)")?;
     } else {
@@ -1281,18 +1109,10 @@ fn write_text(s: &Summary, out: &mut dyn Write) -> Result<()> {
                 ]
             })
             .collect();
-        table(
-            out,
-            &["name", "calls", "total", "mean", "min", "max", "% GPU"],
-            &rows,
-        )?;
+        table(out, &["name", "calls", "total", "mean", "min", "max", "% GPU"], &rows)?;
     }
     writeln!(out)?;
-    writeln!(
-        out,
-        "APIs by total time{}",
-        shown(s.apis.len(), s.apis_total_names)
-    )?;
+    writeln!(out, "APIs by total time{}", shown(s.apis.len(), s.apis_total_names))?;
     if s.apis.is_empty() {
         writeln!(out, "  (no API calls)")?;
     } else {
@@ -1311,36 +1131,18 @@ fn write_text(s: &Summary, out: &mut dyn Write) -> Result<()> {
                 ]
             })
             .collect();
-        table(
-            out,
-            &["api", "calls", "total", "mean", "max", "errors", "unclosed"],
-            &rows,
-        )?;
+        table(out, &["api", "calls", "total", "mean", "max", "errors", "unclosed"], &rows)?;
     }
     writeln!(out)?;
-    writeln!(
-        out,
-        "GPU busy (over the GPU span {})",
-        dur(s.gpu_last_ns - s.gpu_first_ns)
-    )?;
+    writeln!(out, "GPU busy (over the GPU span {})", dur(s.gpu_last_ns - s.gpu_first_ns))?;
     if s.busy.is_empty() {
         writeln!(out, "  (no GPU ops)")?;
     } else {
         let mut rows = vec![];
         for d in &s.busy {
-            rows.push(vec![
-                format!("GPU {}", d.gpu),
-                d.ops.to_string(),
-                dur(d.busy_ns),
-                format!("{:.1}%", d.busy_pct),
-            ]);
+            rows.push(vec![format!("GPU {}", d.gpu), d.ops.to_string(), dur(d.busy_ns), format!("{:.1}%", d.busy_pct)]);
             for q in &d.queues {
-                rows.push(vec![
-                    format!("  queue {}", q.queue),
-                    q.ops.to_string(),
-                    dur(q.busy_ns),
-                    format!("{:.1}%", q.busy_pct),
-                ]);
+                rows.push(vec![format!("  queue {}", q.queue), q.ops.to_string(), dur(q.busy_ns), format!("{:.1}%", q.busy_pct)]);
             }
         }
         table(out, &["device / queue", "ops", "busy", "busy %"], &rows)?;
@@ -1354,12 +1156,7 @@ fn write_text(s: &Summary, out: &mut dyn Write) -> Result<()> {
             .processes
             .iter()
             .map(|p| {
-                let cmd = p
-                    .cmdline
-                    .clone()
-                    .filter(|c| !c.is_empty())
-                    .or_else(|| p.exe.clone())
-                    .unwrap_or_else(|| "(unknown)".into());
+                let cmd = p.cmdline.clone().filter(|c| !c.is_empty()).or_else(|| p.exe.clone()).unwrap_or_else(|| "(unknown)".into());
                 vec![
                     p.pid.to_string(),
                     p.api.count.to_string(),
@@ -1370,18 +1167,7 @@ fn write_text(s: &Summary, out: &mut dyn Write) -> Result<()> {
                 ]
             })
             .collect();
-        table(
-            out,
-            &[
-                "pid",
-                "API calls",
-                "API time",
-                "GPU ops",
-                "GPU time",
-                "command",
-            ],
-            &rows,
-        )?;
+        table(out, &["pid", "API calls", "API time", "GPU ops", "GPU time", "command"], &rows)?;
     }
     writeln!(out)?;
     match &s.launch_latency {
@@ -1395,11 +1181,7 @@ fn write_text(s: &Summary, out: &mut dyn Write) -> Result<()> {
             dur(l.min),
             dur(l.mean),
             dur(l.max),
-            if l.sampled_every > 1 {
-                format!("; percentiles over every {}th link", l.sampled_every)
-            } else {
-                String::new()
-            }
+            if l.sampled_every > 1 { format!("; percentiles over every {}th link", l.sampled_every) } else { String::new() }
         )?,
         None => writeln!(out, "Launch latency: no API->op links in this trace")?,
     }
@@ -1410,49 +1192,27 @@ fn write_text(s: &Summary, out: &mut dyn Write) -> Result<()> {
     writeln!(out)?;
     writeln!(out, "Lost or incomplete data")?;
     writeln!(out, "  GPU ops without an API link: {}", s.unlinked_gpu_ops)?;
-    writeln!(
-        out,
-        "  API calls never returned (unclosed): {}",
-        s.unclosed_apis
-    )?;
+    writeln!(out, "  API calls never returned (unclosed): {}", s.unclosed_apis)?;
     for (why, n) in &s.unclosed_by_reason {
         writeln!(out, "    {why}: {n}")?;
     }
     if s.profiler_only_apis > 0 {
-        writeln!(
-            out,
-            "  API calls seen by the in-process profiler only: {}",
-            s.profiler_only_apis
-        )?;
+        writeln!(out, "  API calls seen by the in-process profiler only: {}", s.profiler_only_apis)?;
     }
     writeln!(out, "  API calls that returned an error: {}", s.api_errors)?;
     for e in s.errors.iter().take(10) {
-        writeln!(
-            out,
-            "    {} -> {} ({}): {}",
-            escape(&e.api),
-            escape(&e.code_name),
-            e.code,
-            e.count
-        )?;
+        writeln!(out, "    {} -> {} ({}): {}", escape(&e.api), escape(&e.code_name), e.code, e.count)?;
     }
     if s.errors.len() > 10 {
         writeln!(out, "    ... {} more (see --json)", s.errors.len() - 10)?;
     }
     // Collector counters: the non-zero ones (all of them are in --json).
-    let zero = |v: &str| {
-        v.split(',')
-            .all(|x| x.trim().parse::<f64>().is_ok_and(|n| n == 0.0))
-    };
+    let zero = |v: &str| v.split(',').all(|x| x.trim().parse::<f64>().is_ok_and(|n| n == 0.0));
     let nonzero: Vec<_> = s.dropped.iter().filter(|(_, v)| !zero(v)).collect();
     if s.dropped.is_empty() {
         writeln!(out, "  collector loss counters: none recorded in this file")?;
     } else if nonzero.is_empty() {
-        writeln!(
-            out,
-            "  collector loss counters: all {} are 0",
-            s.dropped.len()
-        )?;
+        writeln!(out, "  collector loss counters: all {} are 0", s.dropped.len())?;
     }
     for (k, v) in nonzero {
         writeln!(out, "  {}: {}", escape(k), escape(v))?;

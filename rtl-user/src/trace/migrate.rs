@@ -43,22 +43,8 @@ impl MigrateReport {
 /// Tables a file must have to be read as a trace at all.
 const REQUIRED: &[(&str, &[&str])] = &[
     ("rocpd_string", &["id", "string"]),
-    (
-        "rocpd_api",
-        &["id", "pid", "tid", "start", "end", "apiName_id"],
-    ),
-    (
-        "rocpd_op",
-        &[
-            "id",
-            "gpuId",
-            "queueId",
-            "start",
-            "end",
-            "description_id",
-            "opType_id",
-        ],
-    ),
+    ("rocpd_api", &["id", "pid", "tid", "start", "end", "apiName_id"]),
+    ("rocpd_op", &["id", "gpuId", "queueId", "start", "end", "description_id", "opType_id"]),
 ];
 
 /// Columns added to existing tables when missing: (table, column, definition).
@@ -70,11 +56,7 @@ const ADDED_COLUMNS: &[(&str, &str, &str)] = &[
     ("rocpd_op", "sequenceId", "INTEGER NOT NULL DEFAULT 0"),
     ("rocpd_op", "correlation_id", "INTEGER NOT NULL DEFAULT 0"),
     ("rocpd_kernelapi", "stream", "TEXT NOT NULL DEFAULT ''"),
-    (
-        "rocpd_kernelapi",
-        "privateSegmentSize",
-        "INTEGER NOT NULL DEFAULT 0",
-    ),
+    ("rocpd_kernelapi", "privateSegmentSize", "INTEGER NOT NULL DEFAULT 0"),
     ("rocpd_copyapi", "stream", "TEXT NOT NULL DEFAULT ''"),
     ("rocpd_copyapi", "width", "INTEGER NOT NULL DEFAULT 0"),
     ("rocpd_copyapi", "height", "INTEGER NOT NULL DEFAULT 0"),
@@ -107,18 +89,14 @@ fn file_name(conn: &Connection) -> String {
 
 fn objects(conn: &Connection, kind: &str) -> Result<Vec<String>> {
     let mut st = conn.prepare("SELECT name FROM sqlite_master WHERE type = ?1 ORDER BY name")?;
-    let names = st
-        .query_map([kind], |r| r.get::<_, String>(0))?
-        .collect::<Result<Vec<_>, _>>()?;
+    let names = st.query_map([kind], |r| r.get::<_, String>(0))?.collect::<Result<Vec<_>, _>>()?;
     Ok(names)
 }
 
 /// Column names of `table` (empty when it does not exist).
 pub(crate) fn columns(conn: &Connection, table: &str) -> Result<Vec<String>> {
     let mut st = conn.prepare("SELECT name FROM pragma_table_info(?1)")?;
-    let cols = st
-        .query_map([table], |r| r.get::<_, String>(0))?
-        .collect::<Result<Vec<_>, _>>()?;
+    let cols = st.query_map([table], |r| r.get::<_, String>(0))?.collect::<Result<Vec<_>, _>>()?;
     Ok(cols)
 }
 
@@ -127,11 +105,9 @@ fn metadata(conn: &Connection, tag: &str) -> Result<Option<String>> {
         return Ok(None);
     }
     Ok(conn
-        .query_row(
-            "SELECT CAST(value AS TEXT) FROM rocpd_metadata WHERE tag = ?1 ORDER BY id DESC LIMIT 1",
-            [tag],
-            |r| r.get::<_, Option<String>>(0),
-        )
+        .query_row("SELECT CAST(value AS TEXT) FROM rocpd_metadata WHERE tag = ?1 ORDER BY id DESC LIMIT 1", [tag], |r| {
+            r.get::<_, Option<String>>(0)
+        })
         .optional()?
         .flatten())
 }
@@ -139,18 +115,12 @@ fn metadata(conn: &Connection, tag: &str) -> Result<Option<String>> {
 /// Validates that `conn` holds a trace and lists what [`migrate`] would change.
 fn plan(conn: &Connection) -> Result<(MigrateReport, Vec<Step>)> {
     let name = file_name(conn);
-    let tables = objects(conn, "table").map_err(|e| {
-        anyhow::anyhow!("{name}: cannot read the SQLite schema ({e}); is it a trace file?")
-    })?;
+    let tables = objects(conn, "table").map_err(|e| anyhow::anyhow!("{name}: cannot read the SQLite schema ({e}); is it a trace file?"))?;
     for (t, cols) in REQUIRED {
         if !tables.iter().any(|x| x == t) {
             bail!(
                 "{name}: not an rtl-ebpf / rocpd trace: table `{t}` is missing (found tables: {})",
-                if tables.is_empty() {
-                    "none".to_string()
-                } else {
-                    tables.join(", ")
-                }
+                if tables.is_empty() { "none".to_string() } else { tables.join(", ") }
             );
         }
         let have = columns(conn, t)?;
@@ -169,16 +139,10 @@ fn plan(conn: &Connection) -> Result<(MigrateReport, Vec<Step>)> {
 
     // Tables: which ones the schema would create.
     let wanted = schema_objects(schema::TABLES, "TABLE");
-    let missing: Vec<String> = wanted
-        .iter()
-        .filter(|t| !tables.contains(t))
-        .cloned()
-        .collect();
+    let missing: Vec<String> = wanted.iter().filter(|t| !tables.contains(t)).cloned().collect();
     let v2_args = !tables.iter().any(|t| t == "rocpd_ustring");
     if !missing.is_empty() {
-        report
-            .changes
-            .push(format!("create tables: {}", missing.join(", ")));
+        report.changes.push(format!("create tables: {}", missing.join(", ")));
         steps.push(Step::Tables);
     }
     // Columns.
@@ -190,21 +154,14 @@ fn plan(conn: &Connection) -> Result<(MigrateReport, Vec<Step>)> {
         }
     }
     // rtl_schema_version < 2: no rtl_api_meaning rows; write them from the API table.
-    let before_meanings = report
-        .rtl_version_before
-        .as_deref()
-        .and_then(|v| v.parse::<i64>().ok())
-        .is_none_or(|v| v < 2);
+    let before_meanings = report.rtl_version_before.as_deref().and_then(|v| v.parse::<i64>().ok()).is_none_or(|v| v < 2);
     if before_meanings {
         report.changes.push("describe each API's ret and a0..a3 in rtl_api_meaning (from the API table)".into());
         steps.push(Step::Meanings);
     }
     // RPD v2: args_id pointed into rocpd_string; v3 points into rocpd_ustring.
     if v2_args {
-        report.changes.push(
-            "copy API argument strings from rocpd_string into rocpd_ustring (RPD v2 args_id)"
-                .into(),
-        );
+        report.changes.push("copy API argument strings from rocpd_string into rocpd_ustring (RPD v2 args_id)".into());
         steps.push(Step::V2Args);
     }
     // Seed rows.
@@ -212,39 +169,23 @@ fn plan(conn: &Connection) -> Result<(MigrateReport, Vec<Step>)> {
         if !tables.iter().any(|x| x == t) {
             return Ok(false);
         }
-        Ok(
-            conn.query_row(&format!("SELECT count(*) FROM {t} WHERE id = 1"), [], |r| {
-                r.get::<_, i64>(0)
-            })? > 0,
-        )
+        Ok(conn.query_row(&format!("SELECT count(*) FROM {t} WHERE id = 1"), [], |r| r.get::<_, i64>(0))? > 0)
     };
     if !seeded("rocpd_string")? || !seeded("rocpd_ustring")? {
-        report
-            .changes
-            .push("insert the empty string as id 1".into());
+        report.changes.push("insert the empty string as id 1".into());
         steps.push(Step::Seed);
     }
     // Indexes and views.
     let indexes = objects(conn, "index")?;
-    let missing_idx: Vec<String> = schema_objects(schema::INDEXES, "INDEX")
-        .into_iter()
-        .filter(|i| !indexes.contains(i))
-        .collect();
+    let missing_idx: Vec<String> = schema_objects(schema::INDEXES, "INDEX").into_iter().filter(|i| !indexes.contains(i)).collect();
     if !missing_idx.is_empty() {
-        report
-            .changes
-            .push(format!("create indexes: {}", missing_idx.join(", ")));
+        report.changes.push(format!("create indexes: {}", missing_idx.join(", ")));
         steps.push(Step::Indexes);
     }
     let views = objects(conn, "view")?;
-    let missing_views: Vec<String> = schema_objects(schema::VIEWS, "VIEW")
-        .into_iter()
-        .filter(|v| !views.contains(v))
-        .collect();
+    let missing_views: Vec<String> = schema_objects(schema::VIEWS, "VIEW").into_iter().filter(|v| !views.contains(v)).collect();
     if !missing_views.is_empty() {
-        report
-            .changes
-            .push(format!("create views: {}", missing_views.join(", ")));
+        report.changes.push(format!("create views: {}", missing_views.join(", ")));
         steps.push(Step::Views);
     }
     // Version tags.
@@ -258,16 +199,11 @@ fn plan(conn: &Connection) -> Result<(MigrateReport, Vec<Step>)> {
     }
     let rtl_now = schema::RTL_SCHEMA_VERSION.to_string();
     if report.rtl_version_before.as_deref() != Some(rtl_now.as_str()) {
-        let older = report
-            .rtl_version_before
-            .as_deref()
-            .and_then(|v| v.parse::<i64>().ok())
-            .is_none_or(|v| v < schema::RTL_SCHEMA_VERSION);
+        let older = report.rtl_version_before.as_deref().and_then(|v| v.parse::<i64>().ok()).is_none_or(|v| v < schema::RTL_SCHEMA_VERSION);
         if older {
-            report.changes.push(format!(
-                "set rtl_schema_version {} -> {rtl_now}",
-                report.rtl_version_before.as_deref().unwrap_or("(none)")
-            ));
+            report
+                .changes
+                .push(format!("set rtl_schema_version {} -> {rtl_now}", report.rtl_version_before.as_deref().unwrap_or("(none)")));
             steps.push(Step::RtlVersion);
         } else {
             bail!(
@@ -296,34 +232,18 @@ enum Step {
 fn schema_objects(sql: &str, kind: &str) -> Vec<String> {
     let pat = format!("CREATE {kind} IF NOT EXISTS ");
     sql.match_indices(&pat)
-        .map(|(i, _)| {
-            sql[i + pat.len()..]
-                .chars()
-                .take_while(|c| c.is_alphanumeric() || *c == '_')
-                .collect::<String>()
-        })
+        .map(|(i, _)| sql[i + pat.len()..].chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect::<String>())
         .collect()
 }
 
 /// Id of '' in a string table, inserted when missing.
 fn empty_string_id(conn: &Connection, table: &str) -> Result<i64> {
-    if let Some(id) = conn.query_row(
-        &format!("SELECT min(id) FROM {table} WHERE string = ''"),
-        [],
-        |r| r.get::<_, Option<i64>>(0),
-    )? {
+    if let Some(id) = conn.query_row(&format!("SELECT min(id) FROM {table} WHERE string = ''"), [], |r| r.get::<_, Option<i64>>(0))? {
         return Ok(id);
     }
-    let free1: bool = conn.query_row(
-        &format!("SELECT count(*) = 0 FROM {table} WHERE id = 1"),
-        [],
-        |r| r.get(0),
-    )?;
+    let free1: bool = conn.query_row(&format!("SELECT count(*) = 0 FROM {table} WHERE id = 1"), [], |r| r.get(0))?;
     if free1 {
-        conn.execute(
-            &format!("INSERT INTO {table} (id, string) VALUES (1, '')"),
-            [],
-        )?;
+        conn.execute(&format!("INSERT INTO {table} (id, string) VALUES (1, '')"), [])?;
         return Ok(1);
     }
     conn.execute(&format!("INSERT INTO {table} (string) VALUES ('')"), [])?;
@@ -341,9 +261,8 @@ fn write_meanings(conn: &Connection) -> Result<()> {
         )?
         .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
         .collect::<Result<_, _>>()?;
-    let mut ins = conn.prepare(
-        "INSERT INTO rtl_api_meaning (apiName_id, ret_kind, a0, a1, a2, a3, hex) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-    )?;
+    let mut ins =
+        conn.prepare("INSERT INTO rtl_api_meaning (apiName_id, ret_kind, a0, a1, a2, a3, hex) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")?;
     for (id, name) in names {
         let spec = spec_for(&name, Lib::of_name(&name));
         let m = spec.arg_meanings();
@@ -367,14 +286,8 @@ pub fn migrate(conn: &Connection) -> Result<MigrateReport> {
     if steps.is_empty() {
         return Ok(report);
     }
-    if conn
-        .is_readonly(rusqlite::DatabaseName::Main)
-        .unwrap_or(false)
-    {
-        bail!(
-            "{name}: needs migrating ({}) but is open read-only",
-            report.changes.join("; ")
-        );
+    if conn.is_readonly(rusqlite::DatabaseName::Main).unwrap_or(false) {
+        bail!("{name}: needs migrating ({}) but is open read-only", report.changes.join("; "));
     }
     let run = || -> Result<()> {
         conn.execute_batch("BEGIN IMMEDIATE")?;
@@ -382,21 +295,14 @@ pub fn migrate(conn: &Connection) -> Result<MigrateReport> {
             match step {
                 Step::Tables => conn.execute_batch(schema::TABLES)?,
                 Step::Column(t, c, def) => {
-                    let def =
-                        if def.contains("DEFAULT 1") && matches!(*c, "category_id" | "domain_id") {
-                            // Must name the empty string; in old files id 1 may be something else.
-                            def.replace(
-                                "DEFAULT 1",
-                                &format!("DEFAULT {}", empty_string_id(conn, "rocpd_string")?),
-                            )
-                        } else if *c == "args_id" {
-                            def.replace(
-                                "DEFAULT 1",
-                                &format!("DEFAULT {}", empty_string_id(conn, "rocpd_ustring")?),
-                            )
-                        } else {
-                            def.to_string()
-                        };
+                    let def = if def.contains("DEFAULT 1") && matches!(*c, "category_id" | "domain_id") {
+                        // Must name the empty string; in old files id 1 may be something else.
+                        def.replace("DEFAULT 1", &format!("DEFAULT {}", empty_string_id(conn, "rocpd_string")?))
+                    } else if *c == "args_id" {
+                        def.replace("DEFAULT 1", &format!("DEFAULT {}", empty_string_id(conn, "rocpd_ustring")?))
+                    } else {
+                        def.to_string()
+                    };
                     conn.execute_batch(&format!("ALTER TABLE {t} ADD COLUMN {c} {def}"))?
                 }
                 Step::Meanings => write_meanings(conn)?,
@@ -416,20 +322,11 @@ pub fn migrate(conn: &Connection) -> Result<MigrateReport> {
                         "INSERT INTO rocpd_metadata (tag, value) VALUES ('migrated_from_schema_version', ?1)",
                         [report.rpd_version_before.clone().unwrap_or_else(|| "none".into())],
                     )?;
-                    conn.execute(
-                        "DELETE FROM rocpd_metadata WHERE tag = 'schema_version'",
-                        [],
-                    )?;
-                    conn.execute(
-                        "INSERT INTO rocpd_metadata (tag, value) VALUES ('schema_version', ?1)",
-                        [schema::RPD_SCHEMA_VERSION],
-                    )?;
+                    conn.execute("DELETE FROM rocpd_metadata WHERE tag = 'schema_version'", [])?;
+                    conn.execute("INSERT INTO rocpd_metadata (tag, value) VALUES ('schema_version', ?1)", [schema::RPD_SCHEMA_VERSION])?;
                 }
                 Step::RtlVersion => {
-                    conn.execute(
-                        "DELETE FROM rocpd_metadata WHERE tag = 'rtl_schema_version'",
-                        [],
-                    )?;
+                    conn.execute("DELETE FROM rocpd_metadata WHERE tag = 'rtl_schema_version'", [])?;
                     conn.execute(
                         "INSERT INTO rocpd_metadata (tag, value) VALUES ('rtl_schema_version', ?1)",
                         [schema::RTL_SCHEMA_VERSION.to_string()],
@@ -442,9 +339,7 @@ pub fn migrate(conn: &Connection) -> Result<MigrateReport> {
     };
     if let Err(e) = run() {
         let _ = conn.execute_batch("ROLLBACK");
-        return Err(e.context(format!(
-            "{name}: migrating to the current schema failed; the file is unchanged"
-        )));
+        return Err(e.context(format!("{name}: migrating to the current schema failed; the file is unchanged")));
     }
     Ok(report)
 }
@@ -457,8 +352,7 @@ pub fn check_file(path: &std::path::Path) -> Result<()> {
     if meta.is_dir() {
         bail!("{name}: is a directory, not a trace file");
     }
-    let mut f =
-        std::fs::File::open(path).with_context(|| format!("{name}: cannot open the trace"))?;
+    let mut f = std::fs::File::open(path).with_context(|| format!("{name}: cannot open the trace"))?;
     let wal = std::path::PathBuf::from(format!("{}-wal", path.display()));
     check_header(&name, &mut f, meta.len(), wal.exists())
 }

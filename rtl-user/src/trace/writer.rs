@@ -99,7 +99,8 @@ fn create_file(path: &Path, force: bool) -> Result<CreatedFiles> {
             }
         }
     }
-    let create = |p: &Path| OpenOptions::new().write(true).create_new(true).mode(0o600).custom_flags(libc::O_NOFOLLOW | libc::O_NOCTTY).open(p);
+    let create =
+        |p: &Path| OpenOptions::new().write(true).create_new(true).mode(0o600).custom_flags(libc::O_NOFOLLOW | libc::O_NOCTTY).open(p);
     let main = create(path).map_err(|e| {
         let hint = if e.kind() == std::io::ErrorKind::AlreadyExists {
             " (it exists: choose another -o, or pass --force to replace it)"
@@ -150,7 +151,8 @@ pub fn chown_to_invoker(path: &Path) {
     if invoking_user().is_none() {
         return;
     }
-    let Ok(f) = OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC).open(path)
+    let Ok(f) =
+        OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC).open(path)
     else {
         return;
     };
@@ -220,8 +222,8 @@ impl TraceWriter {
     pub fn create(path: &Path, force: bool) -> Result<Self> {
         let files = create_file(path, force)?;
         let flags = rusqlite::OpenFlags::default() | rusqlite::OpenFlags::SQLITE_OPEN_NOFOLLOW;
-        let conn = Connection::open_with_flags(path, flags)
-            .map_err(|e| anyhow!(Fatal::Output(format!("cannot open {}: {e}", path.display()))))?;
+        let conn =
+            Connection::open_with_flags(path, flags).map_err(|e| anyhow!(Fatal::Output(format!("cannot open {}: {e}", path.display()))))?;
         // Foreign keys are not enforced while writing (it costs a parent lookup per reference,
         // a third of the writer's time): the writer keeps them by construction (API rows go in
         // before the rows that refer to them) and the tests check `PRAGMA foreign_key_check`.
@@ -232,12 +234,20 @@ impl TraceWriter {
         }
         // The schema is written: SQLite holds the database, its WAL and its shared memory open.
         verify_sqlite_opened(&files, path)?;
-        let mut w = Self { conn, _files: files, path: path.to_path_buf(), strings: HashMap::new(), names: HashMap::new(), sql: [
-            multi_insert(API_INSERT, 7, MULTI_ROWS),
-            multi_insert(API_INSERT, 7, 1),
-            multi_insert(RTL_INSERT, 7, MULTI_ROWS),
-            multi_insert(RTL_INSERT, 7, 1),
-        ], stats: WriterStats::default() };
+        let mut w = Self {
+            conn,
+            _files: files,
+            path: path.to_path_buf(),
+            strings: HashMap::new(),
+            names: HashMap::new(),
+            sql: [
+                multi_insert(API_INSERT, 7, MULTI_ROWS),
+                multi_insert(API_INSERT, 7, 1),
+                multi_insert(RTL_INSERT, 7, MULTI_ROWS),
+                multi_insert(RTL_INSERT, 7, 1),
+            ],
+            stats: WriterStats::default(),
+        };
         w.strings.insert(String::new(), 1);
         w.set_meta("schema_version", schema::RPD_SCHEMA_VERSION)?;
         w.set_meta("rtl_schema_version", &schema::RTL_SCHEMA_VERSION.to_string())?;
@@ -269,7 +279,8 @@ impl TraceWriter {
     /// bookkeeping step per group instead of per row); everything else row by row, in order.
     pub fn write(&mut self, rows: &[Row]) -> Result<()> {
         let path = self.path.clone();
-        let io_error = move |e: rusqlite::Error| anyhow!(Fatal::Output(format!("writing {} failed: {e}{}", path.display(), moved_hint(&e))));
+        let io_error =
+            move |e: rusqlite::Error| anyhow!(Fatal::Output(format!("writing {} failed: {e}{}", path.display(), moved_hint(&e))));
         let tx = self.conn.transaction().map_err(&io_error)?;
         let (mut apis, mut ops) = (0u64, 0u64);
         {

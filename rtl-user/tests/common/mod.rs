@@ -79,13 +79,7 @@ pub fn rtl_start(args: &[&str]) -> Child {
 
 /// [`rtl_start`] with extra environment variables.
 pub fn rtl_start_with(args: &[&str], env: &[(&str, &str)]) -> Child {
-    let mut c = Command::new(rtl())
-        .args(args)
-        .envs(env.iter().copied())
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut c = Command::new(rtl()).args(args).envs(env.iter().copied()).stderr(Stdio::piped()).stdout(Stdio::null()).spawn().unwrap();
     let mut r = BufReader::new(c.stderr.take().unwrap());
     // Attaching waits on a kernel mutex that another session's probe removal may hold for a
     // while (tests run concurrently): allow for it.
@@ -161,8 +155,12 @@ pub struct TracedCall {
 /// speed, and must keep them by construction): `PRAGMA foreign_key_check` finds nothing.
 pub fn assert_foreign_keys_hold(c: &Connection) {
     let mut st = c.prepare("PRAGMA foreign_key_check").unwrap();
-    let bad: Vec<(String, i64, String)> =
-        st.query_map([], |r| Ok((r.get(0)?, r.get::<_, Option<i64>>(1)?.unwrap_or(-1), r.get(2)?))).unwrap().map(Result::unwrap).take(5).collect();
+    let bad: Vec<(String, i64, String)> = st
+        .query_map([], |r| Ok((r.get(0)?, r.get::<_, Option<i64>>(1)?.unwrap_or(-1), r.get(2)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .take(5)
+        .collect();
     assert!(bad.is_empty(), "rows whose references do not resolve (table, rowid, parent): {bad:?}");
 }
 

@@ -20,19 +20,15 @@ pub fn new_trace(path: &Path) -> Connection {
 }
 
 pub fn string(c: &Connection, s: &str) -> i64 {
-    if let Ok(id) = c.query_row("SELECT id FROM rocpd_string WHERE string = ?1", [s], |r| {
-        r.get(0)
-    }) {
+    if let Ok(id) = c.query_row("SELECT id FROM rocpd_string WHERE string = ?1", [s], |r| r.get(0)) {
         return id;
     }
-    c.execute("INSERT INTO rocpd_string(string) VALUES (?1)", [s])
-        .unwrap();
+    c.execute("INSERT INTO rocpd_string(string) VALUES (?1)", [s]).unwrap();
     c.last_insert_rowid()
 }
 
 pub fn ustring(c: &Connection, s: &str) -> i64 {
-    c.execute("INSERT INTO rocpd_ustring(string) VALUES (?1)", [s])
-        .unwrap();
+    c.execute("INSERT INTO rocpd_ustring(string) VALUES (?1)", [s]).unwrap();
     c.last_insert_rowid()
 }
 
@@ -73,24 +69,11 @@ pub fn api(
     )
     .unwrap();
     let id = c.last_insert_rowid();
-    c.execute(
-        "INSERT INTO rtl_api(api_id, ret, status, a0) VALUES (?1, ?2, ?3, ?4)",
-        params![id, ret, status, 0x1000 + id],
-    )
-    .unwrap();
+    c.execute("INSERT INTO rtl_api(api_id, ret, status, a0) VALUES (?1, ?2, ?3, ?4)", params![id, ret, status, 0x1000 + id]).unwrap();
     id
 }
 
-pub fn op(
-    c: &Connection,
-    gpu: i64,
-    queue: i64,
-    start: i64,
-    end: i64,
-    desc: &str,
-    ty: &str,
-    corr: i64,
-) -> i64 {
+pub fn op(c: &Connection, gpu: i64, queue: i64, start: i64, end: i64, desc: &str, ty: &str, corr: i64) -> i64 {
     let d = string(c, desc);
     let t = string(c, ty);
     c.execute(
@@ -102,11 +85,7 @@ pub fn op(
 }
 
 pub fn link(c: &Connection, api: i64, op: i64) {
-    c.execute(
-        "INSERT INTO rocpd_api_ops(api_id, op_id) VALUES (?1, ?2)",
-        params![api, op],
-    )
-    .unwrap();
+    c.execute("INSERT INTO rocpd_api_ops(api_id, op_id) VALUES (?1, ?2)", params![api, op]).unwrap();
 }
 
 /// A two-process trace on two GPUs:
@@ -120,27 +99,25 @@ pub fn sample_trace(path: &Path, host: &str, base: i64) -> PathBuf {
     c.execute(
         "INSERT INTO rocpd_metadata(tag, value) VALUES ('schema_version', ?1), ('rtl_schema_version', ?2), ('clock', 'CLOCK_MONOTONIC'),
              ('realtime_minus_monotonic_ns', ?3), ('hostname', ?4), ('dropped_events', '3')",
-        params![schema::RPD_SCHEMA_VERSION, schema::RTL_SCHEMA_VERSION.to_string(), (1_700_000_000_000_000_000i64 + base).to_string(), host],
+        params![
+            schema::RPD_SCHEMA_VERSION,
+            schema::RTL_SCHEMA_VERSION.to_string(),
+            (1_700_000_000_000_000_000i64 + base).to_string(),
+            host
+        ],
     )
     .unwrap();
     let t = |x: i64| base + x;
     c.execute("INSERT INTO rtl_process(pid, ppid, exe, cmdline, first_ns, last_ns, exited) VALUES (100, 1, '/usr/bin/python3', 'python3 train.py --epochs 1', ?1, ?2, 1)", params![t(0), t(100_000)]).unwrap();
     c.execute("INSERT INTO rtl_process(pid, ppid, exe, cmdline, first_ns, last_ns, exited) VALUES (200, 1, '/opt/app/bench', 'bench -n 3', ?1, ?2, 0)", params![t(0), t(100_000)]).unwrap();
-    c.execute("INSERT INTO rtl_library(path, dev, inode, probes, missing) VALUES ('/opt/rocm/lib/libamdhip64.so.6', 2049, 1234, 120, '')", []).unwrap();
+    c.execute(
+        "INSERT INTO rtl_library(path, dev, inode, probes, missing) VALUES ('/opt/rocm/lib/libamdhip64.so.6', 2049, 1234, 120, '')",
+        [],
+    )
+    .unwrap();
 
     // pid 100 main thread: a roctx range around two launches and a copy.
-    let push = api(
-        &c,
-        100,
-        100,
-        t(1_000),
-        t(1_500),
-        "roctxRangePushA",
-        "message=\"phase1\"",
-        1,
-        Some(0),
-        0,
-    );
+    let push = api(&c, 100, 100, t(1_000), t(1_500), "roctxRangePushA", "message=\"phase1\"", 1, Some(0), 0);
     let l1 = api(
         &c,
         100,
@@ -165,137 +142,24 @@ pub fn sample_trace(path: &Path, host: &str, base: i64) -> PathBuf {
         Some(0),
         0,
     );
-    let cp = api(
-        &c,
-        100,
-        100,
-        t(13_000),
-        t(20_000),
-        "hipMemcpyAsync",
-        "dst=0x7f00 src=0x5500 size=4096 kind=1",
-        4,
-        Some(0),
-        0,
-    );
-    let pop = api(
-        &c,
-        100,
-        100,
-        t(30_000),
-        t(30_400),
-        "roctxRangePop",
-        "",
-        5,
-        Some(0),
-        0,
-    );
+    let cp = api(&c, 100, 100, t(13_000), t(20_000), "hipMemcpyAsync", "dst=0x7f00 src=0x5500 size=4096 kind=1", 4, Some(0), 0);
+    let pop = api(&c, 100, 100, t(30_000), t(30_400), "roctxRangePop", "", 5, Some(0), 0);
     // pid 100 thread 101: an error and a call that never returned.
-    let _err = api(
-        &c,
-        100,
-        101,
-        t(3_000),
-        t(3_300),
-        "hipMalloc",
-        "size=1099511627776",
-        6,
-        Some(2),
-        0,
-    );
-    let _unc = api(
-        &c,
-        100,
-        101,
-        t(40_000),
-        t(40_000),
-        "hipStreamSynchronize",
-        "stream=0x0",
-        7,
-        None,
-        1,
-    );
+    let _err = api(&c, 100, 101, t(3_000), t(3_300), "hipMalloc", "size=1099511627776", 6, Some(2), 0);
+    let _unc = api(&c, 100, 101, t(40_000), t(40_000), "hipStreamSynchronize", "stream=0x0", 7, None, 1);
     // pid 200: three launches on GPU 1 (one linked only by correlation id), one op unlinked.
-    let m1 = api(
-        &c,
-        200,
-        200,
-        t(5_000),
-        t(9_000),
-        "hipModuleLaunchKernel",
-        "f=_Z6reducePfi",
-        8,
-        Some(0),
-        0,
-    );
-    let m2 = api(
-        &c,
-        200,
-        200,
-        t(10_000),
-        t(11_000),
-        "hipModuleLaunchKernel",
-        "f=_Z6reducePfi",
-        9,
-        Some(0),
-        0,
-    );
-    let m3 = api(
-        &c,
-        200,
-        200,
-        t(11_500),
-        t(12_500),
-        "hipModuleLaunchKernel",
-        "f=_Z6reducePfi",
-        10,
-        Some(0),
-        0,
-    );
+    let m1 = api(&c, 200, 200, t(5_000), t(9_000), "hipModuleLaunchKernel", "f=_Z6reducePfi", 8, Some(0), 0);
+    let m2 = api(&c, 200, 200, t(10_000), t(11_000), "hipModuleLaunchKernel", "f=_Z6reducePfi", 9, Some(0), 0);
+    let m3 = api(&c, 200, 200, t(11_500), t(12_500), "hipModuleLaunchKernel", "f=_Z6reducePfi", 10, Some(0), 0);
 
     let k = "_Z9vectorAddPfS_S_i";
     let o1 = op(&c, 0, 0, t(9_000), t(19_000), k, "KernelExecution", 2);
     let o2 = op(&c, 0, 0, t(15_000), t(25_000), k, "KernelExecution", 3); // overlaps o1 on the same queue
     let o3 = op(&c, 0, 1, t(21_000), t(26_000), "", "CopyHostToDevice", 4);
-    let o4 = op(
-        &c,
-        1,
-        0,
-        t(12_000),
-        t(22_000),
-        "_Z6reducePfi",
-        "KernelExecution",
-        8,
-    );
-    let o5 = op(
-        &c,
-        1,
-        0,
-        t(23_000),
-        t(27_000),
-        "_Z6reducePfi",
-        "KernelExecution",
-        9,
-    );
-    let _o6 = op(
-        &c,
-        1,
-        0,
-        t(28_000),
-        t(30_000),
-        "_Z6reducePfi",
-        "KernelExecution",
-        10,
-    ); // correlation id only
-    let _o7 = op(
-        &c,
-        1,
-        1,
-        t(31_000),
-        t(32_000),
-        "_Z6reducePfi",
-        "KernelExecution",
-        0,
-    ); // unlinked
+    let o4 = op(&c, 1, 0, t(12_000), t(22_000), "_Z6reducePfi", "KernelExecution", 8);
+    let o5 = op(&c, 1, 0, t(23_000), t(27_000), "_Z6reducePfi", "KernelExecution", 9);
+    let _o6 = op(&c, 1, 0, t(28_000), t(30_000), "_Z6reducePfi", "KernelExecution", 10); // correlation id only
+    let _o7 = op(&c, 1, 1, t(31_000), t(32_000), "_Z6reducePfi", "KernelExecution", 0); // unlinked
     let mk = op(&c, -1, 100, t(1_200), t(30_200), "phase1", "UserMarker", 1);
     for (a, o) in [(l1, o1), (l2, o2), (cp, o3), (m1, o4), (m2, o5), (push, mk)] {
         link(&c, a, o);
@@ -305,8 +169,16 @@ pub fn sample_trace(path: &Path, host: &str, base: i64) -> PathBuf {
     for a in [l1, l2] {
         c.execute("INSERT INTO rocpd_kernelapi(api_ptr_id, stream, gridX, gridY, gridZ, workgroupX, workgroupY, workgroupZ, groupSegmentSize, kernelName_id) VALUES (?1, '0x0', 256, 1, 1, 64, 1, 1, 0, ?2)", params![a, kn]).unwrap();
     }
-    c.execute("INSERT INTO rocpd_copyapi(api_ptr_id, stream, size, kind, dst, src) VALUES (?1, '0x0', 4096, 1, '0x7f00', '0x5500')", params![cp]).unwrap();
-    c.execute("INSERT INTO rocpd_monitor(deviceType, deviceId, monitorType, start, end, value) VALUES ('gpu', 0, 'temp', ?1, ?2, '55')", params![t(0), t(100)]).unwrap();
+    c.execute(
+        "INSERT INTO rocpd_copyapi(api_ptr_id, stream, size, kind, dst, src) VALUES (?1, '0x0', 4096, 1, '0x7f00', '0x5500')",
+        params![cp],
+    )
+    .unwrap();
+    c.execute(
+        "INSERT INTO rocpd_monitor(deviceType, deviceId, monitorType, start, end, value) VALUES ('gpu', 0, 'temp', ?1, ?2, '55')",
+        params![t(0), t(100)],
+    )
+    .unwrap();
     c.execute_batch("COMMIT").unwrap();
     path.to_path_buf()
 }
@@ -316,11 +188,7 @@ pub fn counts(path: &Path) -> std::collections::BTreeMap<String, i64> {
     let c = Connection::open(path).unwrap();
     let mut m = std::collections::BTreeMap::new();
     for t in rtl_user::read::MERGED_TABLES {
-        m.insert(
-            t.to_string(),
-            c.query_row(&format!("SELECT count(*) FROM {t}"), [], |r| r.get(0))
-                .unwrap_or(-1),
-        );
+        m.insert(t.to_string(), c.query_row(&format!("SELECT count(*) FROM {t}"), [], |r| r.get(0)).unwrap_or(-1));
     }
     m
 }

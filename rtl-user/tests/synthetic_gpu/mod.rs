@@ -79,9 +79,20 @@ impl Default for World {
 }
 
 pub enum Ev {
-    Enter { pid: u32, hash: u64, name: Arc<str>, id: i64 },
-    Exit { pid: u32, call: IndexedCall },
-    Batch { pid: u32, bytes: Vec<u8> },
+    Enter {
+        pid: u32,
+        hash: u64,
+        name: Arc<str>,
+        id: i64,
+    },
+    Exit {
+        pid: u32,
+        call: IndexedCall,
+    },
+    Batch {
+        pid: u32,
+        bytes: Vec<u8>,
+    },
     /// The probes lost records here.
     Drops,
 }
@@ -116,7 +127,6 @@ struct Rec {
     ops: u32,
     publish_after: u64,
 }
-
 
 /// Builds the events of one or more worlds (merged by time). Call ids come from `next_id`.
 pub fn build(worlds: &[World], next_id: &mut i64) -> Feed {
@@ -211,8 +221,20 @@ pub fn build(worlds: &[World], next_id: &mut i64) -> Feed {
         let mut batch_seq = 0u64;
         let mut meta = BatchWriter::new(&mut buf, w.pid, batch_seq).unwrap();
         let anchor = if w.anchor { (w.t0 - 1_000, w.t0 - 500) } else { (0, 0) };
-        meta.push_info(&Info { source: Source::Clr as u8, status: 0, anchor_lo_ns: anchor.0, anchor_hi_ns: anchor.1, ..Default::default() });
-        meta.push_clock(&ClockSync { realtime_ns: (w.t0 as i64 + OFFSET) as u64, monotonic_ns: w.t0, uncertainty_ns: 50, gpu_clock: 1, ..Default::default() });
+        meta.push_info(&Info {
+            source: Source::Clr as u8,
+            status: 0,
+            anchor_lo_ns: anchor.0,
+            anchor_hi_ns: anchor.1,
+            ..Default::default()
+        });
+        meta.push_clock(&ClockSync {
+            realtime_ns: (w.t0 as i64 + OFFSET) as u64,
+            monotonic_ns: w.t0,
+            uncertainty_ns: 50,
+            gpu_clock: 1,
+            ..Default::default()
+        });
         for (id, s) in NAME_IDS.iter().zip(NAMES) {
             meta.push_string(*id, agent::STR_API, 0, s.as_bytes());
         }
@@ -255,24 +277,41 @@ pub fn run(feed: Feed, j: &mut GpuJoiner, next_id: &mut i64) -> Vec<Row> {
             Ev::Exit { pid, call } => j.index_call(pid, call),
             Ev::Batch { pid, bytes } => {
                 let len = bytes.len() as u32;
-                j.on_batch(pid, &bytes, len, ts, &mut || {
-                    *next_id += 1;
-                    *next_id
-                }, &mut out)
+                j.on_batch(
+                    pid,
+                    &bytes,
+                    len,
+                    ts,
+                    &mut || {
+                        *next_id += 1;
+                        *next_id
+                    },
+                    &mut out,
+                )
             }
             Ev::Drops => j.distrust_sequences(),
         }
         if n % 4096 == 4095 {
-            j.retry_pending(ts, false, &mut || {
-                *next_id += 1;
-                *next_id
-            }, &mut out);
+            j.retry_pending(
+                ts,
+                false,
+                &mut || {
+                    *next_id += 1;
+                    *next_id
+                },
+                &mut out,
+            );
         }
     }
-    j.retry_pending(last + 1_000_000_000, true, &mut || {
-        *next_id += 1;
-        *next_id
-    }, &mut out);
+    j.retry_pending(
+        last + 1_000_000_000,
+        true,
+        &mut || {
+            *next_id += 1;
+            *next_id
+        },
+        &mut out,
+    );
     out
 }
 
