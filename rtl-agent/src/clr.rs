@@ -684,6 +684,7 @@ pub(crate) mod tests {
         reset_rc: HipError,
         resets: u32,
         contiguous: bool,
+        #[allow(clippy::vec_box)] // the fake runtime hands out pointers into each Box: they must not move
         spills: Vec<Box<GpuActivity>>,
     }
     unsafe impl Send for Fake {}
@@ -708,7 +709,7 @@ pub(crate) mod tests {
 
     fn record(i: u64, thread_id: u64) -> ApiRecord {
         let mut g = blank_gpu();
-        g.flags = 0 | (3 << 16) | (5 << 32);
+        g.flags = (3 << 16) | (5 << 32);
         g.begin_ns = 1_000_000 + i * 10;
         g.end_ns = 1_000_005 + i * 10;
         g.bytes_or_name = c"void kern<int>(int*)".as_ptr() as u64;

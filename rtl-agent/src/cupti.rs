@@ -643,10 +643,10 @@ impl Live {
                 _ => None,
             };
             if let Activity::Api { domain, rec } = &a {
-                if !st.names.contains_key(&(*domain, rec.cbid)) {
+                if let std::collections::hash_map::Entry::Vacant(slot) = st.names.entry((*domain, rec.cbid)) {
                     let name = self.callback_name(*domain, rec.cbid);
                     let id = b.strings.intern(wire::STR_API, &name);
-                    st.names.insert((*domain, rec.cbid), id);
+                    slot.insert(id);
                     if fd >= 0 {
                         encode_frame(&mut st.dump, &DumpFrame::ApiName { domain: *domain, cbid: rec.cbid, name });
                     }

@@ -341,7 +341,7 @@ pub(crate) fn start(trigger: Trigger) {
     // Another copy of the agent (a different file) already global in this process: stand down.
     // SAFETY: dlsym with RTLD_DEFAULT.
     let other = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"rtl_agent_publish".as_ptr()) };
-    if !other.is_null() && other as usize != rtl_agent_publish as *const () as usize {
+    if !other.is_null() && !std::ptr::eq(other as *const (), rtl_agent_publish as *const ()) {
         DUPLICATE.store(true, Relaxed);
         PHASE.store(INACTIVE, Release);
         return;

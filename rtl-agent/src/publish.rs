@@ -279,7 +279,7 @@ impl Strings {
     }
 
     pub fn is_sent(&self, id: u32) -> bool {
-        self.slots.get(id.wrapping_sub(1) as usize).map_or(true, |s| s.sent.load(Relaxed))
+        self.slots.get(id.wrapping_sub(1) as usize).is_none_or(|s| s.sent.load(Relaxed))
     }
 
     pub fn mark_sent(&self, id: u32) {
@@ -400,9 +400,12 @@ pub fn record_error(rc: i32) {
     INFO.last_error.store(rc, Relaxed);
 }
 
+/// A string a batch must carry before the op that uses it: (id, kind, flags, bytes).
+type StringToSend<'a> = (u32, u8, u8, &'a [u8]);
+
 fn info() -> Info {
     Info {
-        agent_version: (0 << 16) | (1 << 8),
+        agent_version: 1 << 8, // 0.1.0: major << 16 | minor << 8 | patch
         source: INFO.source.load(Relaxed),
         profiler_api: INFO.profiler_api.load(Relaxed),
         mode: INFO.mode.load(Relaxed),
@@ -575,7 +578,8 @@ pub fn publish_queued_within(flags: u32, max_wait_ns: u64) -> Option<usize> {
         let mut w = new_writer(&mut buf);
         while let Some(op) = pending.take().or_else(|| b.queue.pop()) {
             let mut need = std::mem::size_of::<GpuOp>();
-            let mut strs: [Option<(u32, u8, u8, &[u8])>; 2] = [None, None];
+            // (string id, kind, flags, bytes) of the names this op introduces.
+            let mut strs: [Option<StringToSend>; 2] = [None, None];
             for (i, id) in [op.api_name_id, op.kernel_name_id].into_iter().enumerate() {
                 if id != 0 && !b.strings.is_sent(id) && (i == 0 || id != op.api_name_id) {
                     if let Some((kind, fl, bytes)) = b.strings.get(id) {
@@ -604,7 +608,7 @@ pub fn publish_queued_within(flags: u32, max_wait_ns: u64) -> Option<usize> {
         if w.count() == 0 {
             break;
         }
-        let last = pending.is_none() && b.queue.len() == 0;
+        let last = pending.is_none() && b.queue.is_empty();
         let bytes = w.finish_seq(if last { flags } else { 0 }, Some(BATCH_SEQ.fetch_add(1, Relaxed)));
         hand_off(bytes);
         if last {
@@ -672,7 +676,7 @@ mod tests {
                 })
             })
             .collect();
-        let mut seen = vec![0u64; 4];
+        let mut seen = [0u64; 4];
         let mut n = 0;
         while n < 200_000 {
             if let Some(o) = q.pop() {

@@ -137,12 +137,15 @@ fn check_exact(r: &Run) -> (usize, usize) {
     check(r, false)
 }
 
+type OpKey = (u64, u64, u64, u32, u32);
+
 /// `only_profiled`: skip truth ops whose API call ran before the agent enabled profiling.
 fn check(r: &Run, only_profiled: bool) -> (usize, usize) {
     // (pid, name, seq): roctx calls have their own sequence numbers.
     let apis: HashMap<(u64, &str, u64), &Obj> =
         r.truth.iter().filter(|o| o["type"] == "api").map(|o| ((u(o, "pid"), o["name"].as_str(), u(o, "seq")), o)).collect();
-    let mut pool: HashMap<(u64, u64, u64, u32, u32), Vec<(u32, wire::GpuOp)>> = HashMap::new();
+    // Keyed by (pid, GPU begin, GPU end, device, queue): where each truth op must be found.
+    let mut pool: HashMap<OpKey, Vec<(u32, wire::GpuOp)>> = HashMap::new();
     for (&pid, p) in &r.procs {
         assert_eq!(p.dangling_ids, 0, "pid {pid}: every string id was sent before use");
         // In order and complete; an exec'd image starts again at 0 in the same pid.
@@ -248,7 +251,7 @@ fn graph_replay_spill_lists() {
     let r = run("graph", "graph_replay", &["--nodes", "300", "--replays", "5"], &[]);
     let (n, graph) = check_exact(&r);
     assert!(graph >= 1500, "{graph} graph ops of {n}");
-    let c = r.procs.values().next().unwrap().counters.last().unwrap().clone();
+    let c = *r.procs.values().next().unwrap().counters.last().unwrap();
     assert_eq!(c.batches_with_spill, 5);
 }
 
@@ -349,20 +352,14 @@ fn run_hsa(name: &str, prog: &str, args: &[&str], env: &[(&str, &str)]) -> Run {
     let so = agent_so();
     let mut e: Vec<(&str, &str)> = vec![("HSA_TOOLS_LIB", so.to_str().unwrap()), ("RTL_AGENT_GPU", "hsa")];
     e.extend_from_slice(env);
-    let r = run_with(name, &workload(prog), args, &e, false);
-    r
+
+    run_with(name, &workload(prog), args, &e, false)
 }
 
 /// What HSA capture published, checked against the truth. Returns (dispatches checked, graph
 /// dispatches in the truth).
 fn check_hsa(r: &Run) -> (usize, usize) {
     let c = check_hsa_full(r, false);
-    (c.dispatches, c.graph_dispatches)
-}
-
-/// `graphs`: graph nodes were captured too (RTL_AGENT_HSA_BATCHES=1) and must be there.
-fn check_hsa_with(r: &Run, graphs: bool) -> (usize, usize) {
-    let c = check_hsa_full(r, graphs);
     (c.dispatches, c.graph_dispatches)
 }
 

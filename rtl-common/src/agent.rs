@@ -1237,13 +1237,11 @@ mod tests {
                 let cut = rng.next() as usize % b.len();
                 b.truncate(cut);
             }
-            for r in [decode(&b).map(|x| (x, b.len())), decode_prefix(&b)] {
-                if let Ok((batch, n)) = r {
-                    accepted += 1;
-                    assert!(n <= b.len());
-                    assert_eq!(batch.bytes().len(), batch.header.total_len as usize);
-                    assert_eq!(batch.records().count(), batch.header.record_count as usize);
-                }
+            for (batch, n) in [decode(&b).map(|x| (x, b.len())), decode_prefix(&b)].into_iter().flatten() {
+                accepted += 1;
+                assert!(n <= b.len());
+                assert_eq!(batch.bytes().len(), batch.header.total_len as usize);
+                assert_eq!(batch.records().count(), batch.header.record_count as usize);
             }
         }
         assert!(accepted > 0, "some mutations keep the batch valid");

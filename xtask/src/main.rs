@@ -19,7 +19,7 @@ mod manpage;
 mod setup;
 mod util;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use util::{cmd, root};
 
 fn main() {
@@ -130,6 +130,7 @@ fn run(rest: &[String]) -> Result<()> {
 fn test(rest: &[String]) -> Result<()> {
     build()?;
     require_root("the test suite loads eBPF programs")?;
+    house_rules()?;
     // rtl-ebpf only builds for the BPF target (rtl-user's build.rs builds it).
     let mut args = vec!["test", "--workspace", "--exclude", "rtl-ebpf", "--release", "--ignore-rust-version", "--no-fail-fast"];
     args.extend(rest.iter().map(String::as_str));
@@ -143,6 +144,26 @@ fn test(rest: &[String]) -> Result<()> {
     dist_check::run(&d)?;
     container::run(&d)?;
     println!("xtask: all test suites passed");
+    Ok(())
+}
+
+/// The house rules, checked before the tests: formatted as rustfmt.toml says (the eBPF crate and
+/// the fuzz targets too), and clippy-clean with warnings as errors on every host crate and target.
+fn house_rules() -> Result<()> {
+    cmd("cargo").args(["fmt", "--all", "--check"]).current_dir(root()).run().context("the code is not formatted: run `cargo fmt --all`")?;
+    cmd("cargo")
+        .args(["fmt", "--check"])
+        .current_dir(root().join("fuzz"))
+        .run()
+        .context("fuzz/ is not formatted: run `cargo fmt` in fuzz/")?;
+    let clippy =
+        ["clippy", "--workspace", "--exclude", "rtl-ebpf", "--release", "--ignore-rust-version", "--all-targets", "--", "-D", "warnings"];
+    cmd("cargo")
+        .args(clippy)
+        .current_dir(root())
+        .run()
+        .context("clippy found warnings (fix them, or allow one with a comment that says why)")?;
+    println!("xtask: formatted, clippy-clean");
     Ok(())
 }
 

@@ -941,6 +941,11 @@ fn status_text(s: Option<Status>, err: i32, hsa_tool: bool) -> String {
     }
 }
 
+/// The profiler thread id a call's thread has, from the fs base the probe read (0: unknown).
+pub fn thread_hash_of(fsbase: u64) -> Option<u64> {
+    (fsbase != 0).then(|| profiler_thread_id(fsbase))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -973,9 +978,4 @@ mod tests {
         assert!(!status_text(Some(Status::ApiMissing), 0, true).contains("--gpu hsa"), "no advice to use what is on");
         assert!(status_text(Some(Status::ApiMissing), 0, false).contains("--gpu hsa"));
     }
-}
-
-/// The profiler thread id a call's thread has, from the fs base the probe read (0: unknown).
-pub fn thread_hash_of(fsbase: u64) -> Option<u64> {
-    (fsbase != 0).then(|| profiler_thread_id(fsbase))
 }
