@@ -1,6 +1,7 @@
 //! Installs what a fresh machine lacks, idempotently (the recipe and pins of
 //! ../shared/reference/toolchain.md): Debian packages, the nightly toolchain's rust-src,
-//! bpf-linker built against LLVM 22, and the Python packages the Perfetto check uses.
+//! bpf-linker built against LLVM 22, the Python packages the Perfetto check uses, and the
+//! virtual environment with Holistic Trace Analysis the Kineto check uses (`target/venv-hta`).
 
 use anyhow::{bail, Result};
 
@@ -31,7 +32,27 @@ pub fn run() -> Result<()> {
     apt(APT_PACKAGES)?;
     rust()?;
     pip()?;
+    hta_venv()?;
     Ok(())
+}
+
+/// The virtual environment with Holistic Trace Analysis at the version
+/// rtl-user/tests/read/hta-requirements.txt pins (tests/read_interop.rs runs it; the test makes
+/// the same environment itself when it is missing).
+pub fn hta_venv() -> Result<()> {
+    let root = crate::util::root();
+    let venv = root.join("target/venv-hta");
+    let python = venv.join("bin/python");
+    let reqs = root.join("rtl-user/tests/read/hta-requirements.txt");
+    if !python.exists() {
+        eprintln!("xtask setup: installing Holistic Trace Analysis into {} (a few minutes)", venv.display());
+        cmd("python3").args(["-m", "venv"]).arg(venv.to_str().unwrap()).run()?;
+    }
+    // Exact pins: a no-op (and no download) when they are all installed already.
+    cmd(python.to_str().unwrap())
+        .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-r"])
+        .arg(reqs.to_str().unwrap())
+        .run()
 }
 
 /// Installs those of `packages` that are missing (one apt-get run); also used by tasks that
