@@ -58,9 +58,13 @@ const CONVERT_AFTER: &str = "\
 Examples:
   rtl-ebpf convert t.db -o t.pftrace   # Perfetto protobuf (big traces)
   rtl-ebpf convert t.db -o t.json.gz   # Chrome JSON, gzip
+  rtl-ebpf convert t.db --format kineto -o t.json.gz   # for HTA
+  rtl-ebpf convert t.db --format kineto --per-process -o run/t.json
+  rtl-ebpf convert t.db --format rocpd-sdk -o sdk.db   # for AMD's rocpd
 
-Open the result in https://ui.perfetto.dev. The output appears only
-when complete.";
+Open Perfetto output in https://ui.perfetto.dev; docs/reading-traces.md
+says which tool reads which format. The output appears only when
+complete.";
 
 const MERGE_AFTER: &str = "\
 Examples:
@@ -144,9 +148,15 @@ pub enum Command {
         #[arg(value_name = "TRACE")]
         trace: PathBuf,
         /// Output format. `perfetto` writes Chrome JSON for .json / .json.gz and Perfetto's
-        /// native protobuf for .pftrace.
-        #[arg(long, default_value = "perfetto", value_parser = ["perfetto"])]
+        /// native protobuf for .pftrace; `kineto` writes the PyTorch profiler's Chrome JSON
+        /// (.json / .json.gz) for Holistic Trace Analysis and TraceLens; `rocpd-sdk` writes
+        /// rocprofiler-sdk's rocpd SQLite database (.db) for AMD's `rocpd` tools.
+        #[arg(long, default_value = "perfetto", value_parser = ["perfetto", "kineto", "rocpd-sdk"])]
         format: String,
+        /// With `--format kineto`: one file per traced process (NAME.pid<PID>.json[.gz] beside
+        /// the output name, ranks in pid order), as a PyTorch job writes one per rank.
+        #[arg(long)]
+        per_process: bool,
         /// File to write: .pftrace (Perfetto protobuf), .json or .json.gz (Chrome JSON).
         /// Created private (0600), replaced if it exists, never the trace itself.
         #[arg(short, long, value_name = "FILE")]

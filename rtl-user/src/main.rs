@@ -68,9 +68,43 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             read::summary(&trace, &opts, &mut stdout)?;
             0
         }
-        Some(Command::Convert { trace, format: _, output }) => {
+        Some(Command::Convert { trace, format, per_process, output }) => {
             let name = output.to_string_lossy();
-            if name.ends_with(".pftrace") {
+            if per_process && format != "kineto" {
+                return Err(anyhow::anyhow!(Fatal::Usage("--per-process applies to --format kineto only".into())));
+            }
+            if format == "kineto" {
+                let out = read::convert_kineto(&trace, &output, per_process)?;
+                for f in &out.files {
+                    term::message(&format!("wrote {}", f.display()));
+                }
+                if out.unattributed_ops > 0 {
+                    term::message(&format!(
+                        "{} GPU ops linked to no traced process's call are in the last file (its own rank)",
+                        out.unattributed_ops
+                    ));
+                }
+                return Ok(0);
+            } else if format == "rocpd-sdk" {
+                let st = read::convert_rocpd_sdk(&trace, &output)?;
+                term::message(&format!(
+                    "rocpd (rocprofiler-sdk schema {}): {} regions, {} markers, {} kernel dispatches, {} memory copies",
+                    read::SDK_SCHEMA_VERSION,
+                    st.regions,
+                    st.markers,
+                    st.kernel_dispatches,
+                    st.memory_copies
+                ));
+                for (n, what) in [
+                    (st.barriers_left_out, "barrier ops left out (the SDK schema has no table for them)"),
+                    (st.unattributed_ops_left_out, "GPU ops left out: linked to no traced API call, so to no process"),
+                    (st.unattributed_markers_left_out, "roctx ranges left out: on no traced thread"),
+                ] {
+                    if n > 0 {
+                        term::message(&format!("{n} {what}"));
+                    }
+                }
+            } else if name.ends_with(".pftrace") {
                 read::convert_perfetto_proto(&trace, &output)?;
             } else {
                 read::convert_perfetto_json(&trace, &output)?;

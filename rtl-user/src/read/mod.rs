@@ -17,16 +17,20 @@ use anyhow::{anyhow, Context, Result};
 use rusqlite::{Connection, OpenFlags};
 
 mod html;
+mod kineto;
 mod meaning;
 mod merge;
 mod model;
 mod perfetto_json;
 mod perfetto_proto;
+mod rocpd_sdk;
 mod summary;
 
+pub use kineto::{convert_kineto, KinetoOutput};
 pub use merge::{merge, MergeStats, MergedInput, MERGED_TABLES};
 pub use perfetto_json::convert_perfetto_json;
 pub use perfetto_proto::convert_perfetto_proto;
+pub use rocpd_sdk::{convert_rocpd_sdk, SdkStats, SDK_SCHEMA_VERSION};
 pub use summary::{summary, summary_data, Summary, SummaryOptions, TIMELINE_BINS};
 
 use crate::error::Fatal;
