@@ -43,7 +43,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             // No table: only what was written, what was lost and where.
             let _ = rtl_user::report::print_session_totals(&o);
         } else {
-            session::print_outcome(&o);
+            let _ = rtl_user::report::print_session_summary(&o);
         }
         Ok(o.child_exit.unwrap_or(0))
     };

@@ -42,7 +42,7 @@ pub struct Dist {
 pub struct Layout;
 impl Layout {
     pub const BIN: &'static str = "bin/rtl-ebpf";
-    /// `find_agent` in rtl-user/src/session.rs looks in `<exe dir>/../lib/rtl-ebpf/`.
+    /// `find_agent` in rtl-user/src/session/plan.rs looks in `<exe dir>/../lib/rtl-ebpf/`.
     pub const AGENT: &'static str = "lib/rtl-ebpf/librtl_agent.so";
     pub const MAN: &'static str = "share/man/man1/rtl-ebpf.1.gz";
     pub const DOC: &'static str = "share/doc/rtl-ebpf";

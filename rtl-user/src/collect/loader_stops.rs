@@ -34,6 +34,17 @@ pub struct LoaderStopStats {
     pub longest_ns: u64,
 }
 
+impl LoaderStopStats {
+    /// The trace's metadata for loader stops.
+    pub fn metadata(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("loader_stops", self.resumed.to_string()),
+            ("loader_stopped_ms_total", format!("{:.3}", self.stopped_ns as f64 / 1e6)),
+            ("loader_stopped_ms_max", format!("{:.3}", self.longest_ns as f64 / 1e6)),
+        ]
+    }
+}
+
 pub struct LoaderStops {
     rb: AsyncFd<RingBufFd>,
     pub stats: LoaderStopStats,
@@ -67,6 +78,11 @@ impl LoaderStops {
                 return Ok(v);
             }
         }
+    }
+
+    /// The trace's metadata for loader stops.
+    pub fn metadata(&self) -> Vec<(&'static str, String)> {
+        self.stats.metadata()
     }
 
     /// Continues a stopped process and counts how long it waited.

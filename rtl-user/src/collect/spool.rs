@@ -77,6 +77,22 @@ impl SpoolStats {
     pub fn backlog(&self) -> u64 {
         self.mem_bytes.load(Relaxed) + self.file_bytes.load(Relaxed)
     }
+
+    /// Records read but not kept (backlog full or a file error at the very end).
+    pub fn discarded(&self) -> u64 {
+        self.discarded.load(Relaxed)
+    }
+
+    /// The trace's metadata for the backlog.
+    pub fn metadata(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("spool_records", self.records.load(Relaxed).to_string()),
+            ("spool_peak_bytes", self.peak_bytes.load(Relaxed).to_string()),
+            ("spool_file_bytes_total", self.file_total.load(Relaxed).to_string()),
+            ("spool_full_pauses", self.full_pauses.load(Relaxed).to_string()),
+            ("spool_discarded_records", self.discarded().to_string()),
+        ]
+    }
 }
 
 /// The consumer's end: chunks in order, and the means to read and release them.
@@ -127,6 +143,21 @@ impl Spool {
                 r
             }
         }
+    }
+
+    /// Bytes waiting in the backlog (memory and file).
+    pub fn backlog(&self) -> u64 {
+        self.stats.backlog()
+    }
+
+    /// Records read but not kept (see [`SpoolStats::discarded`]).
+    pub fn discarded(&self) -> u64 {
+        self.stats.discarded()
+    }
+
+    /// The trace's metadata for the backlog.
+    pub fn metadata(&self) -> Vec<(&'static str, String)> {
+        self.stats.metadata()
     }
 
     /// Asks the reader for a last pass over the ring buffer, after which it stops; `next` then
@@ -289,7 +320,7 @@ impl Reader {
                     c
                 }
                 Err(e) => {
-                    crate::session::say(format!(
+                    crate::term::message(&format!(
                         "writing the spool file failed: {e}; the backlog now stays in memory (up to {} MiB), records beyond it are dropped and counted",
                         self.opts.mem_cap >> 20
                     ));

@@ -103,6 +103,39 @@ pub struct GpuStats {
     pub other_packets: u64,
 }
 
+impl GpuStats {
+    /// The trace's metadata: what the agent sent and how its operations were linked.
+    pub fn metadata(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("agent_batches_rejected", (self.batches_rejected + self.batches_wrong_pid).to_string()),
+            ("agent_batches_oversized", self.batches_truncated.to_string()),
+            ("gpu_ops", self.ops.to_string()),
+            ("gpu_ops_linked", self.ops_linked.to_string()),
+            ("gpu_ops_linked_correlation", self.ops_linked_correlation.to_string()),
+            ("gpu_ops_linked_sequence", self.ops_linked_sequence.to_string()),
+            ("gpu_ops_linked_time", self.ops_linked_time.to_string()),
+            ("gpu_ops_ambiguous", self.ops_ambiguous.to_string()),
+            ("gpu_ops_unlinked", self.ops_unlinked.to_string()),
+            ("gpu_ops_unlinked_no_thread", self.ops_unlinked_no_thread.to_string()),
+            ("gpu_ops_unlinked_no_call", self.ops_unlinked_no_call.to_string()),
+            ("gpu_sequence_breaks", self.sequence.breaks.to_string()),
+            ("gpu_anchors_unused", self.sequence.anchor_rejected.to_string()),
+            ("gpu_profiler_only_calls", self.profiler_only_calls.to_string()),
+            ("agent_dropped_queue_full", self.agent_dropped.to_string()),
+            ("agent_graph_batches_skipped", self.graph_batches_skipped.to_string()),
+        ]
+    }
+}
+
+/// The profiler's timing of an op's call on the trace clock (`cs`..`ce`), and the tolerance a
+/// call's probe times are given around it.
+#[derive(Debug, Clone, Copy)]
+struct CpuWindow {
+    cs: u64,
+    ce: u64,
+    tol: u64,
+}
+
 /// How one API record was decided (all its ops share it).
 #[derive(Debug, Clone, Copy)]
 enum Decision {
@@ -474,14 +507,14 @@ impl GpuJoiner {
         let Some(ws) = self.parked.remove(&(pid, rec)) else { return };
         let Some(first) = ws.first() else { return };
         let op = first.1;
-        let (cs, ce, tol) = self.cpu_window(pid, &op);
+        let w = self.cpu_window(pid, &op);
         let d = match self.procs.get_mut(&pid) {
             Some(p) => {
                 let name = p.strings.get(&op.api_name_id).cloned();
                 let d = match name.and_then(|n| p.lanes.get_mut(&(op.thread_id, n))) {
                     Some(lane) => {
                         lane.forget_waiting(rec);
-                        by_time_in(lane, rec, cs, ce, tol)
+                        by_time_in(lane, rec, w.cs, w.ce, w.tol)
                     }
                     None => Decision::Unlinked(LinkKind::UnlinkedNoCall),
                 };
@@ -490,8 +523,8 @@ impl GpuJoiner {
             }
             None => Decision::Unlinked(LinkKind::UnlinkedNoThread),
         };
-        for w in ws {
-            self.emit(pid, &w.1, d, cs, ce, next_id, out);
+        for waiter in ws {
+            self.emit(pid, &waiter.1, d, w, next_id, out);
         }
     }
 
@@ -499,23 +532,23 @@ impl GpuJoiner {
     fn release(&mut self, pid: u32, decided: &[(u64, Decision)], next_id: &mut dyn FnMut() -> i64, out: &mut Vec<Row>) {
         for &(rec, d) in decided {
             if let Some(ws) = self.parked.remove(&(pid, rec)) {
-                for w in ws {
-                    let (cs, ce, _) = self.cpu_window(pid, &w.1);
-                    self.emit(pid, &w.1, d, cs, ce, next_id, out);
+                for waiter in ws {
+                    let w = self.cpu_window(pid, &waiter.1);
+                    self.emit(pid, &waiter.1, d, w, next_id, out);
                 }
             }
         }
     }
 
     /// The profiler's timing of the op's call on the trace clock, and the tolerance.
-    fn cpu_window(&self, pid: u32, op: &GpuOp) -> (u64, u64, u64) {
+    fn cpu_window(&self, pid: u32, op: &GpuOp) -> CpuWindow {
         // HSA ops carry the submission instant instead (inside the launching call, same thread,
         // CLOCK_MONOTONIC = the probes' clock): contained without slack, or a call that starts
         // right after the launch returned would make it ambiguous.
         let submit = op.flags & agent::OP_SUBMIT_TIME != 0;
         let (cs, ce) = (self.to_trace_clock(pid, op.cpu_clock, op.cpu_start_ns), self.to_trace_clock(pid, op.cpu_clock, op.cpu_end_ns));
         let tol = if submit && op.flags & agent::OP_HAS_CPU_TIMES == 0 { 0 } else { self.offset(pid).1 + SLACK_NS };
-        (cs, ce, tol)
+        CpuWindow { cs, ce, tol }
     }
 
     fn offset(&self, pid: u32) -> (i64, u64) {
@@ -534,12 +567,12 @@ impl GpuJoiner {
     /// `all_in`: every event of the trace has been seen.
     fn try_link(&mut self, w: &Waiter, next_id: &mut dyn FnMut() -> i64, out: &mut Vec<Row>, all_in: bool, give_up: bool) -> Try {
         let (pid, op) = (w.0, &w.1);
-        let (cs, ce, tol) = self.cpu_window(pid, op);
+        let win = self.cpu_window(pid, op);
         // CLR and CUPTI ops name their API record (record index / correlation id); HSA ops do not.
         let identity = matches!(Source::from_u8(op.source), Some(Source::Clr | Source::Cupti)) && op.flags & agent::OP_HAS_CPU_TIMES != 0;
         if identity {
             if let Some(&d) = self.procs.get(&pid).and_then(|p| p.decided.get(&op.record_index)) {
-                self.emit(pid, op, d, cs, ce, next_id, out);
+                self.emit(pid, op, d, win, next_id, out);
                 return Try::Done;
             }
             if !give_up && self.parked.contains_key(&(pid, op.record_index)) {
@@ -552,18 +585,18 @@ impl GpuJoiner {
             && self.procs.get(&pid).is_some_and(|p| !p.lanes.is_empty() && !p.lanes_full && p.strings.contains_key(&op.api_name_id));
         let decision = if by_number {
             // Every call of the thread that entered before the record's call ended must be in.
-            let ready = ce.saturating_add(READY_NS);
+            let ready = win.ce.saturating_add(READY_NS);
             if !(all_in || give_up || self.now >= ready) {
                 return Try::NotBefore(ready);
             }
-            let (mine, others) = self.decide_by_number(pid, op, cs, ce, tol, give_up);
+            let (mine, others) = self.decide_by_number(pid, op, win, give_up);
             self.release(pid, &others, next_id, out);
             match mine {
                 Some(d) => d,
                 None => return Try::Parked,
             }
         } else {
-            match self.decide_by_time(pid, op, cs, ce, tol, identity, give_up) {
+            match self.decide_by_time(pid, op, win, identity, give_up) {
                 Some(d) => d,
                 None => return Try::Later,
             }
@@ -573,21 +606,14 @@ impl GpuJoiner {
                 p.remember(op.record_index, decision);
             }
         }
-        self.emit(pid, op, decision, cs, ce, next_id, out);
+        self.emit(pid, op, decision, win, next_id, out);
         Try::Done
     }
 
     /// The sequence join (see [`super::sequence`]): this record's decision (None: it waits in
     /// its lane) and those of other records of the lane it settled.
-    fn decide_by_number(
-        &mut self,
-        pid: u32,
-        op: &GpuOp,
-        cs: u64,
-        ce: u64,
-        tol: u64,
-        give_up: bool,
-    ) -> (Option<Decision>, Vec<(u64, Decision)>) {
+    fn decide_by_number(&mut self, pid: u32, op: &GpuOp, w: CpuWindow, give_up: bool) -> (Option<Decision>, Vec<(u64, Decision)>) {
+        let CpuWindow { cs, ce, tol } = w;
         let probes_since = self.probes_since;
         let Some(p) = self.procs.get_mut(&pid) else { return (Some(Decision::Unlinked(LinkKind::UnlinkedNoThread)), Vec::new()) };
         let Some(name) = p.strings.get(&op.api_name_id).cloned() else {
@@ -629,8 +655,8 @@ impl GpuJoiner {
     }
 
     /// The time join; None: wait.
-    #[allow(clippy::too_many_arguments)]
-    fn decide_by_time(&mut self, pid: u32, op: &GpuOp, cs: u64, ce: u64, tol: u64, identity: bool, give_up: bool) -> Option<Decision> {
+    fn decide_by_time(&mut self, pid: u32, op: &GpuOp, w: CpuWindow, identity: bool, give_up: bool) -> Option<Decision> {
+        let CpuWindow { cs, ce, tol } = w;
         let submit = op.flags & agent::OP_SUBMIT_TIME != 0;
         let has_cpu = op.flags & agent::OP_HAS_CPU_TIMES != 0 || submit;
         let Some(p) = self.procs.get_mut(&pid) else {
@@ -711,8 +737,7 @@ impl GpuJoiner {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn emit(&mut self, pid: u32, op: &GpuOp, d: Decision, cs: u64, ce: u64, next_id: &mut dyn FnMut() -> i64, out: &mut Vec<Row>) {
+    fn emit(&mut self, pid: u32, op: &GpuOp, d: Decision, w: CpuWindow, next_id: &mut dyn FnMut() -> i64, out: &mut Vec<Row>) {
         match d {
             Decision::Call(id, kind) => {
                 self.stats.ops_linked += 1;
@@ -729,24 +754,15 @@ impl GpuJoiner {
                     LinkKind::UnlinkedNoThread => self.stats.ops_unlinked_no_thread += 1,
                     _ => self.stats.ops_unlinked_no_call += 1,
                 }
-                self.write_unlinked(pid, op, cs, ce, why, next_id, out);
+                self.write_unlinked(pid, op, w, why, next_id, out);
             }
         }
     }
 
     /// Writes an operation whose call the eBPF side did not see (or could not single out), with
     /// the profiler's record of that call as an API row of its own.
-    #[allow(clippy::too_many_arguments)]
-    fn write_unlinked(
-        &mut self,
-        pid: u32,
-        op: &GpuOp,
-        cs: u64,
-        ce: u64,
-        why: LinkKind,
-        next_id: &mut dyn FnMut() -> i64,
-        out: &mut Vec<Row>,
-    ) {
+    fn write_unlinked(&mut self, pid: u32, op: &GpuOp, w: CpuWindow, why: LinkKind, next_id: &mut dyn FnMut() -> i64, out: &mut Vec<Row>) {
+        let CpuWindow { cs, ce, .. } = w;
         self.stats.ops_unlinked += 1;
         let mut api = None;
         if op.flags & agent::OP_HAS_CPU_TIMES != 0 {

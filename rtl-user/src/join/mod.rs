@@ -111,6 +111,48 @@ impl Joiner {
         self.processes.len()
     }
 
+    /// Records decoded so far, and calls closed (the status line).
+    pub fn counts(&self) -> (u64, u64) {
+        (self.stats.events, self.stats.calls)
+    }
+
+    /// Counts a ring-buffer record that failed to decode.
+    pub fn reject_record(&mut self) {
+        self.stats.decode_errors += 1;
+    }
+
+    /// Probes were attached at `ts` (CLOCK_MONOTONIC ns): GPU records of a profiler session that
+    /// began before are not numbered against the calls these probes see.
+    pub fn note_probes_attached(&mut self, ts: u64) {
+        self.gpu.note_probes_attached(ts);
+    }
+
+    /// Records were lost: the GPU lanes' numbering is re-established from the records' times.
+    pub fn distrust_sequences(&mut self) {
+        self.gpu.distrust_sequences();
+    }
+
+    /// Messages for the user gathered since the last call (the agent's status).
+    pub fn take_notices(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.gpu.notices)
+    }
+
+    /// The trace's metadata: the joiner's counts, the GPU join's, how processes were named and
+    /// what the bounds on names did.
+    pub fn metadata(&self) -> Vec<(&'static str, String)> {
+        let mut m = vec![
+            ("events_decoded", self.stats.events.to_string()),
+            ("calls_unclosed", self.stats.unclosed_calls.to_string()),
+            ("returns_without_entry", self.orphan_returns().to_string()),
+            ("records_rejected", self.stats.decode_errors.to_string()),
+            ("agent_batches", self.stats.agent_batches.to_string()),
+        ];
+        m.extend(self.gpu.stats.metadata());
+        m.extend(strings::names_metadata(strings::agent_pool().counters(), self.kernel_names.counters()));
+        m.extend(self.proc_info.stats.metadata());
+        m
+    }
+
     pub fn push(&mut self, ev: Event, out: &mut Vec<Row>) {
         self.stats.events += 1;
         match ev {

@@ -45,6 +45,18 @@ pub struct ProcStats {
     pub cmdline_stalls: u32,
 }
 
+impl ProcStats {
+    /// The trace's metadata: how processes were named.
+    pub fn metadata(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("processes_named_at_exec", self.from_exec.to_string()),
+            ("processes_named_from_proc", self.from_proc.to_string()),
+            ("exec_records_not_kept", self.execs_not_kept.to_string()),
+            ("cmdline_read_stalls", self.cmdline_stalls.to_string()),
+        ]
+    }
+}
+
 /// The command-line worker: pids in, (pid, command line) out.
 type CmdlineWorker = (Sender<u32>, Receiver<(u32, String)>);
 

@@ -46,6 +46,19 @@ pub struct StringCounters {
     pub peak_bytes: AtomicU64,
 }
 
+/// The trace's metadata: what the bounds on agent strings and kernel names did.
+pub fn names_metadata(agent: &StringCounters, kernel: &StringCounters) -> Vec<(&'static str, String)> {
+    let r = |c: &AtomicU64| c.load(Ordering::Relaxed);
+    vec![
+        ("agent_strings_refused", r(&agent.refused).to_string()),
+        ("agent_strings_peak_bytes", r(&agent.peak_bytes).to_string()),
+        ("kernel_names_refused", r(&kernel.refused).to_string()),
+        ("kernel_names_peak_bytes", r(&kernel.peak_bytes).to_string()),
+        ("names_demangled_cut", (r(&agent.demangled_cut) + r(&kernel.demangled_cut)).to_string()),
+        ("names_truncated", (r(&agent.truncated) + r(&kernel.truncated)).to_string()),
+    ]
+}
+
 /// Accounting shared by every table of one kind.
 #[derive(Clone, Debug, Default)]
 pub struct Pool(Arc<StringCounters>);

@@ -5,7 +5,7 @@
 //! list, with `_r_debug.r_state` saying whether the list is changing (`RT_ADD`, `RT_DELETE`) or
 //! consistent again (`RT_CONSISTENT`). `rtl-ebpf run` probes it so a library that the command
 //! maps from a path only it knows is probed before its code runs (see `loader_notify` in the
-//! eBPF programs and `session::loader_stops`).
+//! eBPF programs and `collect::loader_stops`).
 
 use std::path::Path;
 

@@ -207,7 +207,7 @@ impl Probes {
                 me.set_config(config::MM_ARG_START_OFF, o.arg_start)?;
                 me.set_config(config::MM_ARG_END_OFF, o.arg_end)?;
             }
-            Err(e) => crate::session::say(format!("processes will be named from /proc only: {e:#}")),
+            Err(e) => crate::term::message(&format!("processes will be named from /proc only: {e:#}")),
         }
         // Without these offsets a thread killed by another thread's exec reads as a plain exit.
         if let Ok((sig, exec)) = super::btf::exec_task_offsets() {
@@ -422,6 +422,19 @@ impl Probes {
 
     pub fn drops(&self) -> u64 {
         self.counter(counter::RINGBUF_DROPS)
+    }
+
+    /// The kernel side's counters for the trace's metadata (read before [`Probes::release`]).
+    pub fn metadata(&self) -> Vec<(&'static str, String)> {
+        let per_cpu = self.counter_per_cpu(counter::RINGBUF_DROPS).unwrap_or_default();
+        vec![
+            ("ringbuf_drops", self.drops().to_string()),
+            ("ringbuf_drops_per_cpu", per_cpu.iter().map(u64::to_string).collect::<Vec<_>>().join(",")),
+            ("probe_entries", self.counter(counter::ENTRIES).to_string()),
+            ("probe_exits", self.counter(counter::EXITS).to_string()),
+            ("loader_events_lost", self.counter(counter::LOADER_EVENTS_LOST).to_string()),
+            ("agent_batches_truncated", self.counter(counter::AGENT_TRUNCATED).to_string()),
+        ]
     }
 }
 

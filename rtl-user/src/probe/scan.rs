@@ -65,6 +65,13 @@ pub struct ScanStats {
     pub stalls: u32,
 }
 
+impl ScanStats {
+    /// The trace's metadata: what other users' processes and files made the scanner give up.
+    pub fn metadata(&self) -> Vec<(&'static str, String)> {
+        vec![("library_scan_stalls", self.stalls.to_string()), ("library_files_refused", self.files_refused.to_string())]
+    }
+}
+
 /// What a worker is doing; what a stall blocks for good.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum Step {
@@ -147,6 +154,11 @@ impl Scanner {
     }
 
     /// Has it jobs not answered yet?
+    /// The trace's metadata (see [`ScanStats::metadata`]).
+    pub fn metadata(&self) -> Vec<(&'static str, String)> {
+        self.stats.metadata()
+    }
+
     pub fn busy(&self) -> bool {
         !self.in_flight.is_empty() || !self.ready.is_empty()
     }
