@@ -2,7 +2,8 @@
 # rocm-sim self-test. Builds the simulator and its test programs, runs them on it and checks the
 # ground truth, the profiler records and an HSA tool's view against each other.
 # Prints one line per check and a final "N passed, M failed"; exit status 1 if anything failed.
-# Needs: g++, gcc, python3; hipcc (Debian package) for the kernel tests (skipped with a note if absent).
+# Needs: g++, gcc, python3 (with the perfetto protos), hipcc and Debian's real libamdhip64 (packages
+# hipcc, libamdhip64-5): a missing prerequisite is a failed check, never a silent skip.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 cd "$HERE"
@@ -19,6 +20,10 @@ check() {  # check NAME LOG cmd...
 }
 sim() { env LD_LIBRARY_PATH="$LIB" "$@"; }
 CT="python3 $HERE/tests/check_truth.py"
+# GPU ops of `kernels NODES REPLAYS` on the simulator's 8 devices (tests/kernels.hip): 6 launches
+# + 2 symbol copies + a host function + a stream callback, the graph's NODES x REPLAYS, and 4
+# threads x (25 kernels + 25 memsets + 1 kernel + an event record + a stream wait).
+kernel_ops() { echo $(($1 * $2 + 10 + 4 * 53)); }
 
 # ---------------------------------------------------------------- build
 t0=$(date +%s)
@@ -48,13 +53,15 @@ if command -v hipcc > /dev/null 2>&1; then
     HAVE_HIPCC=1; ok "compile: kernels.hip with hipcc (__global__, <<<>>>)"
   else ko "compile: kernels.hip with hipcc" "$TMP/hipcc.log"; fi
 else
-  echo "NOTE  hipcc not found: kernel tests skipped"
+  ko "compile: hipcc not found (Debian package hipcc): the kernel, multiprocess and HSA checks cannot run"
 fi
 
 # ---------------------------------------------------------------- ABI
 # every symbol the simulator shares with Debian's real libamdhip64 carries the same version node
 REAL=/usr/lib/x86_64-linux-gnu/libamdhip64.so.5
-if [ -e "$REAL" ]; then
+if [ ! -e "$REAL" ]; then
+  ko "abi: Debian's real $REAL is missing (package libamdhip64-5): the ABI checks against it cannot run"
+else
   objdump -T "$LIB/libamdhip64.so.5" | grep -v '\*UND\*' | awk 'NF>=2 {print $(NF-1), $NF}' | sort > "$TMP/sim.syms"
   awk 'NR==FNR {real[$2]=$1; next} ($2 in real) && real[$2] != $1 {print "version mismatch:", $2, $1, "real", real[$2]; bad=1} END {exit bad}' \
     src/hip_symbols.txt "$TMP/sim.syms" > "$TMP/ver.log" 2>&1 && ok "abi: symbol versions equal the real library's" || ko "abi: symbol versions" "$TMP/ver.log"
@@ -83,7 +90,8 @@ if sim ldd "$BT/api_c" | grep libamdhip64 | grep -q "$LIB"; then ok "abi: a real
 # ---------------------------------------------------------------- API semantics + truth
 rm -f "$TMP/api.jsonl"
 check "api_c: runs unchanged on the simulator" "$TMP/api_c.log" sim ROCM_SIM_TRUTH="$TMP/api.jsonl" "$BT/api_c"
-check "api_c: ground truth consistent" "$TMP/api_ct.log" $CT "$TMP/api.jsonl" --expect-graph-batch 12,4
+# api_c.c's GPU ops: a fixed program, so a lost (or invented) op changes the count.
+check "api_c: ground truth consistent" "$TMP/api_ct.log" $CT "$TMP/api.jsonl" --expect-graph-batch 12,4 --expect-ops 92
 if [ -e "$REAL" ]; then
   "$BT/api_c" > "$TMP/real.log" 2>&1; rc=$?
   if [ $rc -eq 2 ] && grep -q "no device" "$TMP/real.log"; then ok "api_c: same binary on the real library reports no device"; else ko "api_c on real library (rc $rc)" "$TMP/real.log"; fi
@@ -94,7 +102,7 @@ if [ $HAVE_HIPCC = 1 ]; then
   check "kernels: hipcc program runs on the simulator" "$TMP/k.log" \
     sim ROCM_SIM_TRUTH="$TMP/k.jsonl" ROCM_SIM_KERNEL_NS="long_kernel=200000,ns::templ_kernel<float>=7000" "$BT/kernels" 200 3
   check "kernels: truth consistent (queues, streams, syncs, per-kernel durations)" "$TMP/kct.log" \
-    $CT "$TMP/k.jsonl" --expect-graph-batch 200 --kernel-ns _Z11long_kernelPf=200000 --kernel-ns _ZN2ns12templ_kernelIfEEvPT_S1_=7000
+    $CT "$TMP/k.jsonl" --expect-ops "$(kernel_ops 200 3)" --expect-graph-batch 200 --kernel-ns _Z11long_kernelPf=200000 --kernel-ns _ZN2ns12templ_kernelIfEEvPT_S1_=7000
   check "kernels: elapsed time of a 200 us kernel measured by events" "$TMP/kel.log" grep -q "elapsed 0.200 ms" "$TMP/k.log"
   python3 - "$TMP/k.jsonl" > "$TMP/kn.log" 2>&1 <<'EOF' && ok "kernels: names from __hipRegisterFunction (mangled + demangled)" || ko "kernels: names" "$TMP/kn.log"
 import json, sys
@@ -117,29 +125,32 @@ EOF
   rm -f "$TMP/mp.jsonl"
   check "multiprocess: 4 workers (HIP_VISIBLE_DEVICES) share one truth file" "$TMP/mp.log" \
     sim ROCM_SIM_TRUTH="$TMP/mp.jsonl" sh tests/multiproc.sh "$BT/kernels" 4
-  check "multiprocess: truth consistent, every line intact" "$TMP/mpct.log" $CT "$TMP/mp.jsonl" --expect-graph-batch 20
+  # one device each: (20 nodes x 2 replays + 10 + 1 thread x 53) per worker
+  check "multiprocess: truth consistent, every line intact" "$TMP/mpct.log" $CT "$TMP/mp.jsonl" --expect-graph-batch 20 --expect-ops $((4 * (20 * 2 + 10 + 53)))
   np=$(python3 -c "import json,sys; print(len({json.loads(l)['pid'] for l in open(sys.argv[1])}))" "$TMP/mp.jsonl")
   [ "$np" = 4 ] && ok "multiprocess: 4 pids in the truth" || ko "multiprocess: $np pids"
 fi
 
 # ---------------------------------------------------------------- profiler API
 rm -f "$TMP/p.jsonl" "$TMP/pt.jsonl"
+# prof_consumer.c's own count of GPU ops, whatever the chunking or the API version
+PROF_OPS=326
 check "profiler v0.1.0: consumer (dlsym, chunks, guard, thread_id == _Hash_bytes)" "$TMP/p.log" \
   sim ROCM_SIM_TRUTH="$TMP/pt.jsonl" "$BT/prof_consumer" "$TMP/p.jsonl"
 check "profiler v0.1.0: records equal the truth (names, times, thread ids, GPU ops, spill lists)" "$TMP/pct.log" \
-  $CT "$TMP/pt.jsonl" --profiler "$TMP/p.jsonl" --expect-graph-batch 51
+  $CT "$TMP/pt.jsonl" --profiler "$TMP/p.jsonl" --expect-graph-batch 51 --expect-ops $PROF_OPS
 rm -f "$TMP/p16.jsonl" "$TMP/pt16.jsonl"
 check "profiler v0.1.0: chunk size 16 (many chunks, partial last)" "$TMP/p16.log" \
   sim ROCM_SIM_PROFILER_CHUNK=16 ROCM_SIM_TRUTH="$TMP/pt16.jsonl" "$BT/prof_consumer" "$TMP/p16.jsonl"
-check "profiler v0.1.0: chunk 16 records equal the truth" "$TMP/p16ct.log" $CT "$TMP/pt16.jsonl" --profiler "$TMP/p16.jsonl"
+check "profiler v0.1.0: chunk 16 records equal the truth" "$TMP/p16ct.log" $CT "$TMP/pt16.jsonl" --profiler "$TMP/p16.jsonl" --expect-ops $PROF_OPS
 rm -f "$TMP/pcb.jsonl" "$TMP/ptcb.jsonl"
 check "profiler v0.1.0: chunk callback (slow drain 2 ms/chunk)" "$TMP/pcb.log" \
   sim ROCM_SIM_PROFILER_CHUNK=16 ROCM_SIM_PROFILER_DRAIN_DELAY_US=2000 ROCM_SIM_TRUTH="$TMP/ptcb.jsonl" "$BT/prof_consumer" "$TMP/pcb.jsonl" callback
-check "profiler v0.1.0: callback records equal the truth" "$TMP/pcbct.log" $CT "$TMP/ptcb.jsonl" --profiler "$TMP/pcb.jsonl"
+check "profiler v0.1.0: callback records equal the truth" "$TMP/pcbct.log" $CT "$TMP/ptcb.jsonl" --profiler "$TMP/pcb.jsonl" --expect-ops $PROF_OPS
 rm -f "$TMP/p0.jsonl" "$TMP/pt0.jsonl"
 check "profiler v0: older API (Enable(void), Reset present, no callback)" "$TMP/p0.log" \
   sim ROCM_SIM_PROFILER=v0 ROCM_SIM_TRUTH="$TMP/pt0.jsonl" "$BT/prof_consumer" "$TMP/p0.jsonl"
-check "profiler v0: records equal the truth" "$TMP/p0ct.log" $CT "$TMP/pt0.jsonl" --profiler "$TMP/p0.jsonl"
+check "profiler v0: records equal the truth" "$TMP/p0ct.log" $CT "$TMP/pt0.jsonl" --profiler "$TMP/p0.jsonl" --expect-ops $PROF_OPS
 sim ROCM_SIM_PROFILER=none "$BT/prof_consumer" "$TMP/pn.jsonl" > "$TMP/pn.log" 2>&1; rc=$?
 [ $rc -eq 3 ] && ok "profiler none: all five symbols resolve to NULL (stock ROCm)" || ko "profiler none (rc $rc)" "$TMP/pn.log"
 rm -f "$TMP/go.jsonl"; mkdir -p "$TMP/out"
@@ -162,7 +173,7 @@ print(len(names), "slices", tracks[:4])
 sys.exit(0 if ok else 1)
 EOF2
 else
-  echo "NOTE  python perfetto protos not installed: .pftrace check skipped"
+  ko "profiler: the python perfetto protos are not installed (pip package perfetto): the .pftrace check cannot run"
 fi
 
 # ---------------------------------------------------------------- HSA tools interface
@@ -171,15 +182,15 @@ if [ $HAVE_HIPCC = 1 ]; then
   check "hsa: HSA_TOOLS_LIB OnLoad, queue intercept, signal capture; program unaffected" "$TMP/h.log" \
     sim HSA_TOOLS_LIB="$BT/libhsa_sim_tool.so" HSA_SIM_TOOL_OUT="$TMP/tool.jsonl" ROCM_SIM_TRUTH="$TMP/h.jsonl" "$BT/kernels" 50 3
   check "hsa: dispatch times and .kd names equal the truth; graph replays arrive as batches" "$TMP/hct.log" \
-    $CT "$TMP/h.jsonl" --expect-graph-batch 50 --hsa-tool "$TMP/tool.jsonl"
+    $CT "$TMP/h.jsonl" --expect-ops "$(kernel_ops 50 3)" --expect-graph-batch 50 --hsa-tool "$TMP/tool.jsonl"
   rm -f "$TMP/hd.jsonl" "$TMP/toold.jsonl"
   check "hsa: ROCM_SIM_GPU_TICK_ORIGIN=device: ticks need convert_tick_to_system_domain" "$TMP/hd.log" \
     sim ROCM_SIM_GPU_TICK_ORIGIN=device HSA_TOOLS_LIB="$BT/libhsa_sim_tool.so" HSA_SIM_TOOL_OUT="$TMP/toold.jsonl" ROCM_SIM_TRUTH="$TMP/hd.jsonl" "$BT/kernels" 20 1
-  check "hsa: converted device ticks equal the truth" "$TMP/hdct.log" $CT "$TMP/hd.jsonl" --hsa-tool "$TMP/toold.jsonl"
+  check "hsa: converted device ticks equal the truth" "$TMP/hdct.log" $CT "$TMP/hd.jsonl" --expect-ops "$(kernel_ops 20 1)" --hsa-tool "$TMP/toold.jsonl"
   rm -f "$TMP/hb.jsonl" "$TMP/toolb.jsonl"
   check "hsa: a tool injecting signals into graph batches works on fixed ROCm" "$TMP/hb.log" \
     sim HSA_SIM_TOOL_INJECT_BATCHES=1 HSA_TOOLS_LIB="$BT/libhsa_sim_tool.so" HSA_SIM_TOOL_OUT="$TMP/toolb.jsonl" ROCM_SIM_TRUTH="$TMP/hb.jsonl" "$BT/kernels" 30 2
-  check "hsa: ... and captures graph dispatch times too" "$TMP/hbct.log" $CT "$TMP/hb.jsonl" --hsa-tool "$TMP/toolb.jsonl" --hsa-tool-graph
+  check "hsa: ... and captures graph dispatch times too" "$TMP/hbct.log" $CT "$TMP/hb.jsonl" --expect-ops "$(kernel_ops 30 2)" --hsa-tool "$TMP/toolb.jsonl" --hsa-tool-graph
   sim ROCM_SIM_INTERCEPT_BATCH_BUG=1 HSA_SIM_TOOL_INJECT_BATCHES=1 HSA_TOOLS_LIB="$BT/libhsa_sim_tool.so" "$BT/kernels" 30 2 > "$TMP/hbb.log" 2>&1; rc=$?
   [ $rc -ne 0 ] && grep -q 0x1009 "$TMP/hbb.log" && ok "hsa: ROCM_SIM_INTERCEPT_BATCH_BUG=1 aborts such a tool with 0x1009" || ko "hsa: batch bug switch (rc $rc)" "$TMP/hbb.log"
   timeout 5 env LD_LIBRARY_PATH="$LIB" ROCM_SIM_INTERCEPT=hang HSA_TOOLS_LIB="$BT/libhsa_sim_tool.so" "$BT/kernels" 5 1 > "$TMP/hh.log" 2>&1; rc=$?

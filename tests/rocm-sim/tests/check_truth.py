@@ -50,6 +50,8 @@ def main():
             fail(f"api line without seq: {o}")
         if o["end"] < o["start"]:
             fail(f"api end < start: {o}")
+    if not apis:
+        fail("the truth file has no API calls (an empty or missing truth passes nothing)")
     api_by = {(o["pid"], o["seq"]): o for o in apis if o.get("lib") != "roctx"}
 
     kernel_ns = {}
