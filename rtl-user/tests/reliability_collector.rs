@@ -10,7 +10,6 @@
 mod common;
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -31,43 +30,31 @@ fn heavy() -> std::sync::MutexGuard<'static, ()> {
 /// Starts rtl-ebpf, waits until it has attached, and keeps its whole stderr for later.
 struct Tracer {
     child: Child,
-    err: std::sync::Arc<std::sync::Mutex<String>>,
-    reader: Option<std::thread::JoinHandle<()>>,
+    err: Lines,
 }
 
 impl Tracer {
     fn start(args: &[&str]) -> Self {
         let mut child = Command::new(rtl()).args(args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
-        let mut r = BufReader::new(child.stderr.take().unwrap());
-        let err = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
-        let deadline = Instant::now() + Duration::from_secs(90);
-        loop {
-            let mut line = String::new();
-            let n = r.read_line(&mut line).unwrap();
-            err.lock().unwrap().push_str(&line);
-            assert!(n > 0 && Instant::now() < deadline, "rtl-ebpf exited before attaching: {}", err.lock().unwrap());
-            if line.contains("functions probed") {
-                break;
-            }
-        }
-        let e2 = err.clone();
-        let reader = std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = r.read_to_string(&mut s);
-            e2.lock().unwrap().push_str(&s);
-        });
-        Self { child, err, reader: Some(reader) }
+        let err = Lines::new(child.stderr.take().unwrap(), None);
+        // Attaching can wait on a kernel mutex another session's probe removal holds.
+        err.wait_for("functions probed", Duration::from_secs(240), "rtl-ebpf attaching");
+        Self { child, err }
     }
 
     fn pid(&self) -> u32 {
         self.child.id()
     }
 
+    /// Waits for a message of the collector's (see [`Lines::wait_for`]).
+    fn wait_for(&self, needle: &str, secs: u64) {
+        self.err.wait_for(needle, Duration::from_secs(secs), "rtl-ebpf");
+    }
+
     /// Waits for the exit; returns the status and the whole stderr.
     fn finish(mut self, secs: u64) -> (std::process::ExitStatus, String) {
         let s = wait_exit(&mut self.child, secs);
-        self.reader.take().unwrap().join().unwrap();
-        let e = self.err.lock().unwrap().clone();
+        let e = self.err.finish();
         eprintln!("{e}");
         (s, e)
     }
@@ -88,9 +75,8 @@ fn hot_loop_waiting(args: &[&str], truth: &Path) -> Child {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    BufReader::new(c.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
-    assert!(line.contains("ready"), "{line}");
+    // Read on a thread: a workload that never gets ready fails the test instead of hanging it.
+    Lines::new(c.stdout.take().unwrap(), None).wait_for("ready", Duration::from_secs(120), "hot_loop starting");
     c
 }
 
@@ -117,6 +103,8 @@ fn random_ms(lo: u64, hi: u64) -> u64 {
 
 #[test]
 fn sigint_and_sigterm_at_a_random_moment_keep_every_reported_row() {
+    // Two workloads of two threads at full speed: a heavy test, run alone.
+    let _heavy = heavy();
     require_root();
     for (sig, name) in [(libc::SIGINT, "SIGINT"), (libc::SIGTERM, "SIGTERM")] {
         let d = tmpdir();
@@ -176,6 +164,8 @@ fn sigkill_leaves_a_consistent_trace_and_the_app_runs_on() {
             ids.push(id.trim().to_string());
         }
     }
+    // Without them the check below that they are gone would pass whatever happened.
+    assert!(!ids.is_empty(), "read no program ids from /proc/{}/fdinfo: the collector holds no eBPF program", t.pid());
     signal(app.id(), libc::SIGUSR1);
     std::thread::sleep(Duration::from_millis(random_ms(700, 1500)));
     signal(t.pid(), libc::SIGKILL);
@@ -293,8 +283,8 @@ fn ring_buffer_overflow_is_counted_per_cpu_the_app_is_not_blocked_and_the_collec
     }
     signal(b.id(), libc::SIGUSR1);
     assert!(wait_exit(&mut b, 60).success());
-    std::thread::sleep(Duration::from_millis(500));
-    signal(t.pid(), libc::SIGINT);
+    // Both traced processes have exited: the collector stops by itself and writes what it read
+    // (a SIGINT of ours could land while it writes the backlog, and abandon it).
     let (status, err) = t.finish(120);
     assert!(status.success(), "{status}");
     assert!(err.contains("events dropped (ring buffer or backlog full"), "the end summary says so: {err}");
@@ -380,7 +370,7 @@ fn a_blocked_writer_spools_the_burst_and_loses_nothing() {
     let d = tmpdir();
     let (db, tr) = (d.path().join("t.db"), d.path().join("truth.jsonl"));
     let (t, lock) = burst_with_the_writer_locked(&db, &tr);
-    std::thread::sleep(Duration::from_millis(300));
+    // The burst is over: released at once, so the writer waits less than its 5 s busy timeout.
     lock.execute_batch("ROLLBACK").unwrap();
     drop(lock);
     signal(t.pid(), libc::SIGINT);
@@ -411,10 +401,12 @@ fn a_second_ctrl_c_abandons_the_backlog_and_says_how_much() {
     let d = tmpdir();
     let (db, tr) = (d.path().join("t.db"), d.path().join("truth.jsonl"));
     let (t, lock) = burst_with_the_writer_locked(&db, &tr);
+    // Each step waits for the collector to say it took the previous one (not a fixed sleep: the
+    // lock must be released within the writer's 5 s busy timeout, however slow the machine).
     signal(t.pid(), libc::SIGINT);
-    std::thread::sleep(Duration::from_millis(500));
+    t.wait_for("writing the backlog of", 60);
     signal(t.pid(), libc::SIGINT);
-    std::thread::sleep(Duration::from_millis(500));
+    t.wait_for("interrupted again: abandoning the", 60);
     lock.execute_batch("ROLLBACK").unwrap();
     drop(lock);
     let (status, err) = t.finish(120);

@@ -72,6 +72,68 @@ pub fn rtl_run(args: &[&str]) -> Output {
     Command::new(rtl()).args(args).output().expect("cannot run rtl-ebpf")
 }
 
+/// The lines of a child's pipe, read on a thread of their own: waiting for one has a deadline
+/// that holds whether or not the child writes anything (a silent child fails the test, it does
+/// not hang it). Every line is also kept in [`Lines::text`].
+pub struct Lines {
+    rx: std::sync::mpsc::Receiver<String>,
+    text: std::sync::Arc<std::sync::Mutex<String>>,
+    reader: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Lines {
+    /// Reads `pipe` to its end; `echo`: also copy each line to the test's stderr with this prefix.
+    pub fn new(pipe: impl std::io::Read + Send + 'static, echo: Option<&'static str>) -> Self {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let text = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let t2 = text.clone();
+        let reader = std::thread::spawn(move || {
+            let mut r = BufReader::new(pipe);
+            let mut line = String::new();
+            while r.read_line(&mut line).unwrap_or(0) > 0 {
+                if let Some(p) = echo {
+                    eprint!("{p}{line}");
+                }
+                t2.lock().unwrap_or_else(|e| e.into_inner()).push_str(&line);
+                let _ = tx.send(std::mem::take(&mut line));
+            }
+        });
+        Self { rx, text, reader: Some(reader) }
+    }
+
+    /// Waits for a line containing `needle`; panics (naming `what`) when the pipe ends first or
+    /// `timeout` passes.
+    pub fn wait_for(&self, needle: &str, timeout: Duration, what: &str) -> String {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.rx.recv_timeout(left) {
+                Ok(l) if l.contains(needle) => return l,
+                Ok(_) => {}
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    panic!("{what}: no line with {needle:?} in {timeout:?}; so far:\n{}", self.text())
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    panic!("{what}: the output ended without a line with {needle:?}:\n{}", self.text())
+                }
+            }
+        }
+    }
+
+    /// Everything read so far.
+    pub fn text(&self) -> String {
+        self.text.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Waits for the pipe's end (the child exited); returns everything read.
+    pub fn finish(mut self) -> String {
+        if let Some(r) = self.reader.take() {
+            let _ = r.join();
+        }
+        self.text()
+    }
+}
+
 /// Starts rtl-ebpf and waits until it has attached (its "functions probed" line).
 pub fn rtl_start(args: &[&str]) -> Child {
     rtl_start_with(args, &[])
@@ -80,26 +142,12 @@ pub fn rtl_start(args: &[&str]) -> Child {
 /// [`rtl_start`] with extra environment variables.
 pub fn rtl_start_with(args: &[&str], env: &[(&str, &str)]) -> Child {
     let mut c = Command::new(rtl()).args(args).envs(env.iter().copied()).stderr(Stdio::piped()).stdout(Stdio::null()).spawn().unwrap();
-    let mut r = BufReader::new(c.stderr.take().unwrap());
+    let lines = Lines::new(c.stderr.take().unwrap(), Some("[rtl-ebpf] "));
     // Attaching waits on a kernel mutex that another session's probe removal may hold for a
     // while (tests run concurrently): allow for it.
-    let deadline = Instant::now() + Duration::from_secs(240);
-    let mut line = String::new();
-    loop {
-        line.clear();
-        let n = r.read_line(&mut line).unwrap();
-        assert!(n > 0 && Instant::now() < deadline, "rtl-ebpf exited before attaching");
-        if line.contains("functions probed") {
-            break;
-        }
-    }
-    std::thread::spawn(move || {
-        let mut s = String::new();
-        while r.read_line(&mut s).unwrap_or(0) > 0 {
-            eprint!("[rtl-ebpf] {s}");
-            s.clear();
-        }
-    });
+    lines.wait_for("functions probed", Duration::from_secs(240), "rtl-ebpf attaching");
+    // The reader thread goes on echoing the collector's messages until it exits.
+    std::mem::forget(lines);
     c
 }
 
@@ -219,7 +267,8 @@ pub fn match_truth<'a>(truth: &[&'a Value], calls: &'a [TracedCall]) -> Vec<(&'a
         assert!(c.start <= c.end, "entry after exit: {c:?}");
         assert_eq!(c.status, 0, "call not closed normally: {c:?}");
         if let Some(ret) = t["ret"].as_i64() {
-            assert_eq!(c.ret.unwrap_or(0), ret, "return value of {t} vs {c:?}");
+            // A lost return is not a 0.
+            assert_eq!(c.ret, Some(ret), "return value of {t} vs {c:?}");
         }
         out.push((*t, *c));
     }
