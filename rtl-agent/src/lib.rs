@@ -75,8 +75,6 @@ pub mod clr;
 pub mod config;
 pub mod cupti;
 pub mod hsa;
-mod hsa_copy;
-pub mod hsa_layout;
 pub mod loaded;
 pub mod publish;
 pub mod thread_seq;
@@ -212,7 +210,7 @@ pub(crate) fn hsa_active() {
     INFO.source.store(wire::Source::Hsa as u8, Relaxed);
     INFO.captures.store(hsa::captures(), Relaxed);
     INFO.status.store(wire::Status::Active as u8, Relaxed);
-    publish::GPU_CLOCK.store(wire::ClockDomain::HsaSystem as u8, Relaxed);
+    publish::set_gpu_clock(wire::ClockDomain::HsaSystem, Some(hsa::system_ns));
     PHASE.store(ACTIVE, Release);
     if !ONCE_ATEXIT.swap(true, Relaxed) {
         // SAFETY: a plain function pointer.
@@ -229,13 +227,6 @@ pub(crate) fn hsa_failed(why: &str) {
     INFO.status.store(wire::Status::Unsupported as u8, Relaxed);
     say(&format!("HSA signal capture not installed ({why}); queues are left alone, no GPU times"));
     publish::publish_meta(0);
-}
-
-/// Wakes the HSA completion thread.
-pub(crate) fn kick_completion() {
-    hsa::WAKE.fetch_add(1, Release);
-    // SAFETY: futex wake on our own static word.
-    unsafe { libc::syscall(libc::SYS_futex, hsa::WAKE.as_ptr(), libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG, 1) };
 }
 
 /// Waits on `word` while it equals `val`, at most `ms`.
@@ -441,7 +432,7 @@ fn activate(h: *mut c_void, name: &CStr) {
     INFO.source.store(wire::Source::Clr as u8, Relaxed);
     INFO.captures.store(wire::CAP_KERNELS | wire::CAP_COPIES | wire::CAP_MEMSETS | wire::CAP_BARRIERS | wire::CAP_GRAPH_NODES, Relaxed);
     INFO.profiler_api.store(api.version(), Relaxed);
-    publish::GPU_CLOCK.store(clr::GPU_CLOCK as u8, Relaxed);
+    publish::set_gpu_clock(clr::GPU_CLOCK, None);
     publish::buffers();
     // SAFETY: api resolved from the loaded runtime.
     match unsafe { clr::start(api) } {
@@ -476,7 +467,7 @@ fn activate_cupti() {
     }
     INFO.source.store(wire::Source::Cupti as u8, Relaxed);
     INFO.captures.store(wire::CAP_KERNELS | wire::CAP_COPIES | wire::CAP_MEMSETS | wire::CAP_GRAPH_NODES, Relaxed);
-    publish::GPU_CLOCK.store(wire::ClockDomain::Monotonic as u8, Relaxed);
+    publish::set_gpu_clock(wire::ClockDomain::Monotonic, None);
     match cupti::start() {
         Ok(path) => {
             INFO.status.store(wire::Status::Active as u8, Relaxed);

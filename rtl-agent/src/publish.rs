@@ -224,36 +224,40 @@ impl Strings {
     /// # Safety
     /// `p` is NULL or points to a readable NUL-terminated string.
     pub unsafe fn intern_c(&self, kind: u8, p: *const libc::c_char) -> u32 {
-        if p.is_null() {
-            return 0;
-        }
-        // Per-thread cache by address; a hit is confirmed by comparing the bytes (an address
-        // reused for another string after a module unload must not get the old id).
-        const WAYS: usize = 64;
-        thread_local! {
-            static CACHE: [core::cell::Cell<(usize, u32)>; WAYS] = const { [const { core::cell::Cell::new((0, 0)) }; WAYS] };
-        }
-        let key = p as usize ^ kind as usize;
-        let slot = (key >> 3 ^ key >> 9) % WAYS;
-        let hit = CACHE.with(|c| {
-            let (k, id) = c[slot].get();
-            (k == key && id != 0).then_some(id)
-        });
-        if let Some(id) = hit {
-            if let Some((k, fl, bytes)) = self.get(id) {
-                if k == kind
-                    && fl & wire::STR_TRUNCATED == 0
-                    && libc::memcmp(p as *const libc::c_void, bytes.as_ptr() as *const libc::c_void, bytes.len()) == 0
-                    && *p.add(bytes.len()) == 0
-                {
-                    return id;
+        // SAFETY: the caller's promise: `p` is a live NUL-terminated string (read up to its NUL,
+        // at most 64 KiB).
+        unsafe {
+            if p.is_null() {
+                return 0;
+            }
+            // Per-thread cache by address; a hit is confirmed by comparing the bytes (an address
+            // reused for another string after a module unload must not get the old id).
+            const WAYS: usize = 64;
+            thread_local! {
+                static CACHE: [core::cell::Cell<(usize, u32)>; WAYS] = const { [const { core::cell::Cell::new((0, 0)) }; WAYS] };
+            }
+            let key = p as usize ^ kind as usize;
+            let slot = (key >> 3 ^ key >> 9) % WAYS;
+            let hit = CACHE.with(|c| {
+                let (k, id) = c[slot].get();
+                (k == key && id != 0).then_some(id)
+            });
+            if let Some(id) = hit {
+                if let Some((k, fl, bytes)) = self.get(id) {
+                    if k == kind
+                        && fl & wire::STR_TRUNCATED == 0
+                        && libc::memcmp(p as *const libc::c_void, bytes.as_ptr() as *const libc::c_void, bytes.len()) == 0
+                        && *p.add(bytes.len()) == 0
+                    {
+                        return id;
+                    }
                 }
             }
+            let n = libc::strnlen(p, 1 << 16);
+            let id = self.intern(kind, core::slice::from_raw_parts(p as *const u8, n));
+            CACHE.with(|c| c[slot].set((key, id)));
+            id
         }
-        let n = libc::strnlen(p, 1 << 16);
-        let id = self.intern(kind, core::slice::from_raw_parts(p as *const u8, n));
-        CACHE.with(|c| c[slot].set((key, id)));
-        id
     }
 
     /// (kind, flags, bytes) of a ready string; waits briefly for one still being written.
@@ -476,6 +480,18 @@ static PUBLISH_LOCK: AtomicBool = AtomicBool::new(false);
 /// Dump file descriptor (`RTL_AGENT_DUMP`), -1 if none.
 pub static DUMP_FD: AtomicI32 = AtomicI32::new(-1);
 pub static GPU_CLOCK: AtomicU8 = AtomicU8::new(ClockDomain::Realtime as u8);
+/// How to read [`GPU_CLOCK`] when it is the GPU source's own (HSA's system clock), for
+/// `ClockSync::gpu_ns`: set by that source, so publishing depends on no source.
+static GPU_CLOCK_READ: std::sync::OnceLock<fn() -> u64> = std::sync::OnceLock::new();
+
+/// The GPU source in use gives its times on `domain`; `read`: how to read that clock now (None
+/// for the CPU's own clocks, which [`crate::clock::sync`] reads).
+pub fn set_gpu_clock(domain: ClockDomain, read: Option<fn() -> u64>) {
+    if let Some(r) = read {
+        let _ = GPU_CLOCK_READ.set(r);
+    }
+    GPU_CLOCK.store(domain as u8, Relaxed);
+}
 
 struct LockGuard;
 impl Drop for LockGuard {
@@ -627,7 +643,7 @@ pub fn publish_meta(flags: u32) {
     let gpu = ClockDomain::from_u8(GPU_CLOCK.load(Relaxed)).unwrap_or(ClockDomain::Unknown);
     let mut c = crate::clock::sync(gpu);
     if gpu == ClockDomain::HsaSystem {
-        c.gpu_ns = crate::hsa::system_ns();
+        c.gpu_ns = GPU_CLOCK_READ.get().map_or(0, |read| read());
     }
     w.push_clock(&c);
     w.push_counters(&counters().snapshot());

@@ -308,7 +308,8 @@ unsafe fn fill_enter(ctx: &ProbeContext, regs: &[u64; 6], ev: &mut ApiEnter, kin
     let stack_words = ((ck >> cookie::STACK_SHIFT) & cookie::STACK_MASK) as usize;
     if stack_words > 0 {
         // At function entry rsp points at the return address; argument 7 is at rsp + 8.
-        let rsp = (*ctx.regs).rsp;
+        // SAFETY: the caller's promise: `ctx` is the uprobe's context, its registers live.
+        let rsp = unsafe { (*ctx.regs).rsp };
         let mut i = 0;
         while i < MAX_STACK_ARGS {
             if i >= stack_words {
@@ -316,7 +317,8 @@ unsafe fn fill_enter(ctx: &ProbeContext, regs: &[u64; 6], ev: &mut ApiEnter, kin
             }
             let p = (rsp + 8 + 8 * i as u64) as *const u64;
             if let Some(slot) = ev.args.get_mut(6 + i) {
-                *slot = bpf_probe_read_user(p).unwrap_or(0);
+                // SAFETY: a checked read of the traced process's memory (a fault reads as 0).
+                *slot = unsafe { bpf_probe_read_user(p) }.unwrap_or(0);
             }
             i += 1;
         }

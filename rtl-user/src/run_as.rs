@@ -72,7 +72,10 @@ impl RunAs {
     /// # Safety
     /// Async-signal-safe; the caller must be a freshly forked child.
     pub unsafe fn become_in_child(&self) -> bool {
-        libc::setgroups(self.groups.len(), self.groups.as_ptr()) == 0 && libc::setgid(self.gid) == 0 && libc::setuid(self.uid) == 0
+        // SAFETY: plain system calls with a valid array of `groups.len()` gids.
+        unsafe {
+            libc::setgroups(self.groups.len(), self.groups.as_ptr()) == 0 && libc::setgid(self.gid) == 0 && libc::setuid(self.uid) == 0
+        }
     }
 }
 

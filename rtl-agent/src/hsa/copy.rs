@@ -23,9 +23,11 @@ use std::sync::OnceLock;
 
 use rtl_common::agent as wire;
 
+use super::devices::device_of;
+use super::ffi::{FNS, HSA_STATUS_ERROR, HSA_STATUS_SUCCESS};
+use super::layout::AmdLayout;
+use super::pool::{arm, cached_tid, disarm, kick_completion, pool_if_ready, take_slot, InFlight, K_COPY, SLEEPING};
 use crate::clock;
-use crate::hsa::{self, arm, cached_tid, device_of, disarm, take_slot, InFlight, HSA_STATUS_ERROR, HSA_STATUS_SUCCESS, K_COPY};
-use crate::hsa_layout::AmdLayout;
 use crate::publish::record_error;
 
 type AsyncCopyFn = unsafe extern "C" fn(*mut c_void, u64, *const c_void, u64, usize, u32, *const u64, u64) -> i32;
@@ -81,33 +83,38 @@ static PROFILING_ON: AtomicBool = AtomicBool::new(false);
 /// # Safety
 /// `amd` is the runtime's `AmdExtTable*` during OnLoad.
 pub(crate) unsafe fn install(amd: *mut u8, l: &AmdLayout) {
-    let slot = |off: usize| amd.add(off) as *mut *const c_void;
-    let enable = *slot(l.profiling_async_copy_enable);
-    if enable.is_null() || (*slot(l.profiling_get_async_copy_time)).is_null() {
-        return;
+    // SAFETY: the caller's promise: `amd` is the runtime's AMD extension table of layout `l`,
+    // during OnLoad; entries are read and replaced at that layout's offsets with wrappers of the
+    // same signatures.
+    unsafe {
+        let slot = |off: usize| amd.add(off) as *mut *const c_void;
+        let enable = *slot(l.profiling_async_copy_enable);
+        if enable.is_null() || (*slot(l.profiling_get_async_copy_time)).is_null() {
+            return;
+        }
+        let get = |off: usize| Some(*slot(off)).filter(|p| !p.is_null());
+        let fns = CopyFns {
+            copy: get(l.memory_async_copy).map(|p| std::mem::transmute::<*const c_void, AsyncCopyFn>(p)),
+            on_engine: l.memory_async_copy_on_engine.and_then(get).map(|p| std::mem::transmute::<*const c_void, AsyncCopyOnEngineFn>(p)),
+            rect: get(l.memory_async_copy_rect).map(|p| std::mem::transmute::<*const c_void, AsyncCopyRectFn>(p)),
+            enable: std::mem::transmute::<*const c_void, CopyEnableFn>(enable),
+        };
+        let (c, e, r) = (fns.copy.is_some(), fns.on_engine.is_some(), fns.rect.is_some());
+        if COPY.set(fns).is_err() {
+            return;
+        }
+        *slot(l.profiling_async_copy_enable) = copy_profiling_enable as *const c_void;
+        if c {
+            *slot(l.memory_async_copy) = async_copy as *const c_void;
+        }
+        if let (true, Some(off)) = (e, l.memory_async_copy_on_engine) {
+            *slot(off) = async_copy_on_engine as *const c_void;
+        }
+        if r {
+            *slot(l.memory_async_copy_rect) = async_copy_rect as *const c_void;
+        }
+        WRAPPED.store(c || e || r, Relaxed);
     }
-    let get = |off: usize| Some(*slot(off)).filter(|p| !p.is_null());
-    let fns = CopyFns {
-        copy: get(l.memory_async_copy).map(|p| std::mem::transmute::<*const c_void, AsyncCopyFn>(p)),
-        on_engine: l.memory_async_copy_on_engine.and_then(get).map(|p| std::mem::transmute::<*const c_void, AsyncCopyOnEngineFn>(p)),
-        rect: get(l.memory_async_copy_rect).map(|p| std::mem::transmute::<*const c_void, AsyncCopyRectFn>(p)),
-        enable: std::mem::transmute::<*const c_void, CopyEnableFn>(enable),
-    };
-    let (c, e, r) = (fns.copy.is_some(), fns.on_engine.is_some(), fns.rect.is_some());
-    if COPY.set(fns).is_err() {
-        return;
-    }
-    *slot(l.profiling_async_copy_enable) = copy_profiling_enable as *const c_void;
-    if c {
-        *slot(l.memory_async_copy) = async_copy as *const c_void;
-    }
-    if let (true, Some(off)) = (e, l.memory_async_copy_on_engine) {
-        *slot(off) = async_copy_on_engine as *const c_void;
-    }
-    if r {
-        *slot(l.memory_async_copy_rect) = async_copy_rect as *const c_void;
-    }
-    WRAPPED.store(c || e || r, Relaxed);
 }
 
 /// Turns copy profiling on once (before the first copy is submitted).
@@ -127,12 +134,15 @@ fn ensure_profiling(c: &CopyFns) {
 /// `hsa_amd_profiling_async_copy_enable` as the application sees it: on stays on, and off too
 /// (our copies need the timestamps; the application's own reads of them are unaffected).
 unsafe extern "C" fn copy_profiling_enable(_enable: bool) -> i32 {
-    let Some(c) = COPY.get() else { return HSA_STATUS_ERROR };
-    let rc = (c.enable)(true);
-    if rc == HSA_STATUS_SUCCESS {
-        PROFILING_ON.store(true, Relaxed);
+    // SAFETY: the runtime's entry of the same signature.
+    unsafe {
+        let Some(c) = COPY.get() else { return HSA_STATUS_ERROR };
+        let rc = (c.enable)(true);
+        if rc == HSA_STATUS_SUCCESS {
+            PROFILING_ON.store(true, Relaxed);
+        }
+        rc
     }
-    rc
 }
 
 fn is_gpu(agent: u64) -> bool {
@@ -165,7 +175,7 @@ fn begin(completion: u64, mut info: InFlight) -> Option<(usize, u64)> {
     if completion == 0 {
         return None;
     }
-    let (f, p, c) = (hsa::FNS.get()?, hsa::pool_if_ready()?, COPY.get()?);
+    let (f, p, c) = (FNS.get()?, pool_if_ready()?, COPY.get()?);
     ensure_profiling(c);
     let (i, sig) = take_slot(f, p)?;
     info.kind = K_COPY;
@@ -182,14 +192,14 @@ fn refused(slot: Option<(usize, u64)>, rc: i32) {
         return;
     }
     record_error(rc);
-    if let (Some((i, _)), Some(p)) = (slot, hsa::pool_if_ready()) {
+    if let (Some((i, _)), Some(p)) = (slot, pool_if_ready()) {
         disarm(p, i);
     }
 }
 
 fn kick() {
-    if hsa::SLEEPING.load(SeqCst) {
-        crate::kick_completion();
+    if SLEEPING.load(SeqCst) {
+        kick_completion();
     }
 }
 
@@ -216,14 +226,19 @@ unsafe extern "C" fn async_copy(
     deps: *const u64,
     completion: u64,
 ) -> i32 {
-    let Some(f) = COPY.get().and_then(|c| c.copy) else { return HSA_STATUS_ERROR };
-    let slot = std::panic::catch_unwind(|| begin(completion, linear(dst, dst_agent, src, src_agent, size, wire::QUEUE_DMA))).ok().flatten();
-    let rc = f(dst, dst_agent, src, src_agent, size, num_deps, deps, slot.map_or(completion, |s| s.1));
-    let _ = std::panic::catch_unwind(|| {
-        refused(slot, rc);
-        kick();
-    });
-    rc
+    // SAFETY: the application's arguments, passed on to the runtime's entry of the same
+    // signature (with a pool signal as the completion signal).
+    unsafe {
+        let Some(f) = COPY.get().and_then(|c| c.copy) else { return HSA_STATUS_ERROR };
+        let slot =
+            std::panic::catch_unwind(|| begin(completion, linear(dst, dst_agent, src, src_agent, size, wire::QUEUE_DMA))).ok().flatten();
+        let rc = f(dst, dst_agent, src, src_agent, size, num_deps, deps, slot.map_or(completion, |s| s.1));
+        let _ = std::panic::catch_unwind(|| {
+            refused(slot, rc);
+            kick();
+        });
+        rc
+    }
 }
 
 unsafe extern "C" fn async_copy_on_engine(
@@ -238,16 +253,19 @@ unsafe extern "C" fn async_copy_on_engine(
     engine_id: u32,
     force_copy_on_sdma: bool,
 ) -> i32 {
-    let Some(f) = COPY.get().and_then(|c| c.on_engine) else { return HSA_STATUS_ERROR };
-    // hsa_amd_sdma_engine_id_t: one bit per engine (HSA_AMD_SDMA_ENGINE_0 = 1).
-    let queue = if engine_id == 0 { wire::QUEUE_DMA } else { wire::QUEUE_DMA + 1 + engine_id.trailing_zeros() };
-    let slot = std::panic::catch_unwind(|| begin(completion, linear(dst, dst_agent, src, src_agent, size, queue))).ok().flatten();
-    let rc = f(dst, dst_agent, src, src_agent, size, num_deps, deps, slot.map_or(completion, |s| s.1), engine_id, force_copy_on_sdma);
-    let _ = std::panic::catch_unwind(|| {
-        refused(slot, rc);
-        kick();
-    });
-    rc
+    // SAFETY: as `async_copy`.
+    unsafe {
+        let Some(f) = COPY.get().and_then(|c| c.on_engine) else { return HSA_STATUS_ERROR };
+        // hsa_amd_sdma_engine_id_t: one bit per engine (HSA_AMD_SDMA_ENGINE_0 = 1).
+        let queue = if engine_id == 0 { wire::QUEUE_DMA } else { wire::QUEUE_DMA + 1 + engine_id.trailing_zeros() };
+        let slot = std::panic::catch_unwind(|| begin(completion, linear(dst, dst_agent, src, src_agent, size, queue))).ok().flatten();
+        let rc = f(dst, dst_agent, src, src_agent, size, num_deps, deps, slot.map_or(completion, |s| s.1), engine_id, force_copy_on_sdma);
+        let _ = std::panic::catch_unwind(|| {
+            refused(slot, rc);
+            kick();
+        });
+        rc
+    }
 }
 
 unsafe extern "C" fn async_copy_rect(
@@ -262,32 +280,36 @@ unsafe extern "C" fn async_copy_rect(
     deps: *const u64,
     completion: u64,
 ) -> i32 {
-    let Some(f) = COPY.get().and_then(|c| c.rect) else { return HSA_STATUS_ERROR };
-    let slot = std::panic::catch_unwind(|| {
-        if dst.is_null() || src.is_null() || range.is_null() {
-            return None; // the runtime rejects it
-        }
-        let (sg, dg) = rect_sides(dir);
-        let r = &*range;
-        let info = InFlight {
-            copy_kind: copy_kind(sg, dg, true),
-            device: device_of(copy_agent),
-            queue: wire::QUEUE_DMA,
-            bytes: r.x as u64 * r.y as u64 * r.z as u64,
-            src: (*src).base as u64,
-            dst: (*dst).base as u64,
-            ..Default::default()
-        };
-        begin(completion, info)
-    })
-    .ok()
-    .flatten();
-    let rc = f(dst, dst_offset, src, src_offset, range, copy_agent, dir, num_deps, deps, slot.map_or(completion, |s| s.1));
-    let _ = std::panic::catch_unwind(|| {
-        refused(slot, rc);
-        kick();
-    });
-    rc
+    // SAFETY: as `async_copy`; the rect descriptors are the application's, read as the
+    // header's structs.
+    unsafe {
+        let Some(f) = COPY.get().and_then(|c| c.rect) else { return HSA_STATUS_ERROR };
+        let slot = std::panic::catch_unwind(|| {
+            if dst.is_null() || src.is_null() || range.is_null() {
+                return None; // the runtime rejects it
+            }
+            let (sg, dg) = rect_sides(dir);
+            let r = &*range;
+            let info = InFlight {
+                copy_kind: copy_kind(sg, dg, true),
+                device: device_of(copy_agent),
+                queue: wire::QUEUE_DMA,
+                bytes: r.x as u64 * r.y as u64 * r.z as u64,
+                src: (*src).base as u64,
+                dst: (*dst).base as u64,
+                ..Default::default()
+            };
+            begin(completion, info)
+        })
+        .ok()
+        .flatten();
+        let rc = f(dst, dst_offset, src, src_offset, range, copy_agent, dir, num_deps, deps, slot.map_or(completion, |s| s.1));
+        let _ = std::panic::catch_unwind(|| {
+            refused(slot, rc);
+            kick();
+        });
+        rc
+    }
 }
 
 #[cfg(test)]

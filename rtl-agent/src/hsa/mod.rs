@@ -55,128 +55,33 @@
 //! hang the application) that queue is replaced by a normal one and every later queue is left
 //! alone. Every wait is bounded; at OnUnload/exit the completion thread gets 1 s to finish.
 //!
-//! Table offsets: [`crate::hsa_layout`] (ROCm 5's and ROCm 6/7's AMD extension tables differ).
+//! Table offsets: [`layout`] (ROCm 5's and ROCm 6/7's AMD extension tables differ).
 //!
 //! Not done: graph replays of a single packet are timed as that packet (not as a span); image
 //! copies; demangling (the collector does it).
 
-use std::cell::UnsafeCell;
 use std::ffi::{c_char, c_void};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering::*};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering::*};
 
 use rtl_common::agent::{self as wire, ClockDomain, GpuOp, OpKind, Source};
 
 use crate::clock;
-use crate::hsa_layout::{self as layout, core_off, AmdLayout};
+use ffi::*;
+use layout::core_off;
+use pool::*;
+
+mod copy;
+mod devices;
+mod ffi;
+pub mod layout;
+mod pool;
+
 use crate::publish::{self, counters, record_error};
+use devices::{collect_agent, device_of};
 
-// ---------------------------------------------------------------------------------------------
-// Table layout: crate::hsa_layout.
-
-const ROOT_CORE: usize = 16;
-const ROOT_AMD: usize = 24;
-
-pub(crate) const HSA_STATUS_SUCCESS: i32 = 0;
-pub(crate) const HSA_STATUS_ERROR: i32 = 0x1000;
-
-const HSA_STATUS_INFO_BREAK: i32 = 1;
-const SYSTEM_INFO_TIMESTAMP: u32 = 2;
-const SYSTEM_INFO_TIMESTAMP_FREQUENCY: u32 = 3;
-const AGENT_INFO_DEVICE: u32 = 17;
-const DEVICE_TYPE_GPU: u32 = 1;
-const SYMBOL_INFO_TYPE: u32 = 0;
-const SYMBOL_INFO_NAME_LENGTH: u32 = 1;
-const SYMBOL_INFO_NAME: u32 = 2;
-const SYMBOL_INFO_KERNEL_OBJECT: u32 = 22;
-const SYMBOL_KIND_KERNEL: u32 = 1;
-const PACKET_TYPE_KERNEL_DISPATCH: u16 = 2;
-const PACKET_TYPE_BARRIER_AND: u16 = 3;
-const PACKET_TYPE_BARRIER_OR: u16 = 5;
-/// Header of the barrier-AND packets the agent writes: barrier bit (waits for every earlier
-/// packet of the queue), system-scope acquire and release fences.
-const BARRIER_HEADER: u16 = 3 | (1 << 8) | (2 << 9) | (2 << 11);
-/// Offset of `hsa_queue_t::id`.
-const QUEUE_ID_OFF: usize = 32;
-
-type QueueCallback = Option<unsafe extern "C" fn(i32, *mut c_void, *mut c_void)>;
-type QueueCreateFn = unsafe extern "C" fn(u64, u32, u32, QueueCallback, *mut c_void, u32, u32, *mut *mut c_void) -> i32;
-type Writer = unsafe extern "C" fn(*const c_void, u64);
-type Handler = unsafe extern "C" fn(*const c_void, u64, u64, *mut c_void, Writer);
-type InterceptRegisterFn = unsafe extern "C" fn(*mut c_void, Handler, *mut c_void) -> i32;
-type SetProfilerFn = unsafe extern "C" fn(*mut c_void, i32) -> i32;
-type DispatchTimeFn = unsafe extern "C" fn(u64, u64, *mut [u64; 2]) -> i32;
-type ConvertTickFn = unsafe extern "C" fn(u64, u64, *mut u64) -> i32;
-type SystemGetInfoFn = unsafe extern "C" fn(u32, *mut c_void) -> i32;
-type IterateAgentsFn = unsafe extern "C" fn(unsafe extern "C" fn(u64, *mut c_void) -> i32, *mut c_void) -> i32;
-type AgentGetInfoFn = unsafe extern "C" fn(u64, u32, *mut c_void) -> i32;
-type SignalCreateFn = unsafe extern "C" fn(i64, u32, *const u64, *mut u64) -> i32;
-type SignalLoadFn = unsafe extern "C" fn(u64) -> i64;
-type SignalStoreFn = unsafe extern "C" fn(u64, i64);
-type QueueDestroyFn = unsafe extern "C" fn(*mut c_void) -> i32;
-type AddWriteIndexFn = unsafe extern "C" fn(*mut c_void, u64) -> u64;
-type SignalWaitFn = unsafe extern "C" fn(u64, u32, i64, u64, u32) -> i64;
-type FreezeFn = unsafe extern "C" fn(u64, *const c_char) -> i32;
-type SymbolGetInfoFn = unsafe extern "C" fn(u64, u32, *mut c_void) -> i32;
-type IterateSymbolsFn = unsafe extern "C" fn(u64, unsafe extern "C" fn(u64, u64, *mut c_void) -> i32, *mut c_void) -> i32;
-/// `hsa_amd_profiling_get_async_copy_time(signal, &{start, end})`.
-type CopyTimeFn = unsafe extern "C" fn(u64, *mut [u64; 2]) -> i32;
-/// `hsa_amd_signal_wait_any(count, signals, conds, values, timeout_hint, wait_hint, &value)`.
-type WaitAnyFn = unsafe extern "C" fn(u32, *const u64, *const u32, *const i64, u64, u32, *mut i64) -> u32;
-
-/// The runtime's original entries we call.
-#[derive(Clone, Copy)]
-pub(crate) struct Fns {
-    queue_create: QueueCreateFn,
-    intercept_create: QueueCreateFn,
-    intercept_register: InterceptRegisterFn,
-    set_profiler: SetProfilerFn,
-    dispatch_time: DispatchTimeFn,
-    convert_tick: ConvertTickFn,
-    system_get_info: SystemGetInfoFn,
-    signal_create: SignalCreateFn,
-    pub(crate) signal_load: SignalLoadFn,
-    pub(crate) signal_store: SignalStoreFn,
-    pub(crate) signal_subtract: SignalStoreFn,
-    signal_wait: SignalWaitFn,
-    signal_store_release: SignalStoreFn,
-    queue_destroy: QueueDestroyFn,
-    add_write_index: AddWriteIndexFn,
-    freeze: FreezeFn,
-    symbol_get_info: SymbolGetInfoFn,
-    iterate_symbols: IterateSymbolsFn,
-    copy_time: CopyTimeFn,
-    wait_any: Option<WaitAnyFn>,
-}
-
-pub(crate) static FNS: std::sync::OnceLock<Fns> = std::sync::OnceLock::new();
 /// System timestamp ticks per second.
 static FREQ: AtomicU64 = AtomicU64::new(1_000_000_000);
 static INTERCEPT_REFUSED: AtomicBool = AtomicBool::new(false);
-
-// ---------------------------------------------------------------------------------------------
-// GPU agents (HIP device ordinal = index among GPU agents).
-
-const MAX_AGENTS: usize = 64;
-static AGENTS: [AtomicU64; MAX_AGENTS] = [const { AtomicU64::new(0) }; MAX_AGENTS];
-static N_AGENTS: AtomicUsize = AtomicUsize::new(0);
-
-unsafe extern "C" fn collect_agent(agent: u64, data: *mut c_void) -> i32 {
-    let get: AgentGetInfoFn = std::mem::transmute(data);
-    let mut dev: u32 = 0;
-    if get(agent, AGENT_INFO_DEVICE, &mut dev as *mut u32 as *mut c_void) == HSA_STATUS_SUCCESS && dev == DEVICE_TYPE_GPU {
-        let n = N_AGENTS.load(Relaxed);
-        if n < MAX_AGENTS {
-            AGENTS[n].store(agent, Relaxed);
-            N_AGENTS.store(n + 1, Relaxed);
-        }
-    }
-    HSA_STATUS_SUCCESS
-}
-
-/// HIP device ordinal of a GPU agent; 0xffff for the CPU agent / unknown.
-pub(crate) fn device_of(agent: u64) -> u32 {
-    (0..N_AGENTS.load(Relaxed)).find(|&i| AGENTS[i].load(Relaxed) == agent).unwrap_or(0xffff) as u32
-}
 
 // ---------------------------------------------------------------------------------------------
 // Kernel object -> name id.
@@ -230,234 +135,62 @@ fn kname_lookup(kobj: u64) -> (u32, u8) {
 }
 
 unsafe extern "C" fn on_symbol(_exec: u64, sym: u64, _data: *mut c_void) -> i32 {
-    let _ = std::panic::catch_unwind(|| {
-        let Some(f) = FNS.get() else { return };
-        let mut kind: u32 = 0;
-        if (f.symbol_get_info)(sym, SYMBOL_INFO_TYPE, &mut kind as *mut u32 as *mut c_void) != HSA_STATUS_SUCCESS
-            || kind != SYMBOL_KIND_KERNEL
-        {
-            return;
-        }
-        let mut kobj: u64 = 0;
-        let mut len: u32 = 0;
-        if (f.symbol_get_info)(sym, SYMBOL_INFO_KERNEL_OBJECT, &mut kobj as *mut u64 as *mut c_void) != HSA_STATUS_SUCCESS
-            || (f.symbol_get_info)(sym, SYMBOL_INFO_NAME_LENGTH, &mut len as *mut u32 as *mut c_void) != HSA_STATUS_SUCCESS
-            || kobj == 0
-            || len == 0
-            || len > 1 << 16
-        {
-            return;
-        }
-        let mut name = vec![0u8; len as usize + 1];
-        if (f.symbol_get_info)(sym, SYMBOL_INFO_NAME, name.as_mut_ptr() as *mut c_void) != HSA_STATUS_SUCCESS {
-            return;
-        }
-        name.truncate(len as usize);
-        while name.last() == Some(&0) {
-            name.pop();
-        }
-        if name.ends_with(b".kd") {
-            name.truncate(name.len() - 3);
-        }
-        let id = publish::buffers().strings.intern(wire::STR_KERNEL, &name);
-        kname_insert(kobj, id, kernel_kind(&name));
-    });
-    HSA_STATUS_SUCCESS
+    // SAFETY: hsa_executable_iterate_symbols' callback: `sym` is a symbol of the executable
+    // being frozen; each symbol_get_info gets an out pointer of its attribute's type (u32, u64, and
+    // `len + 1` bytes for the name).
+    unsafe {
+        let _ = std::panic::catch_unwind(|| {
+            let Some(f) = FNS.get() else { return };
+            let mut kind: u32 = 0;
+            if (f.symbol_get_info)(sym, SYMBOL_INFO_TYPE, &mut kind as *mut u32 as *mut c_void) != HSA_STATUS_SUCCESS
+                || kind != SYMBOL_KIND_KERNEL
+            {
+                return;
+            }
+            let mut kobj: u64 = 0;
+            let mut len: u32 = 0;
+            if (f.symbol_get_info)(sym, SYMBOL_INFO_KERNEL_OBJECT, &mut kobj as *mut u64 as *mut c_void) != HSA_STATUS_SUCCESS
+                || (f.symbol_get_info)(sym, SYMBOL_INFO_NAME_LENGTH, &mut len as *mut u32 as *mut c_void) != HSA_STATUS_SUCCESS
+                || kobj == 0
+                || len == 0
+                || len > 1 << 16
+            {
+                return;
+            }
+            let mut name = vec![0u8; len as usize + 1];
+            if (f.symbol_get_info)(sym, SYMBOL_INFO_NAME, name.as_mut_ptr() as *mut c_void) != HSA_STATUS_SUCCESS {
+                return;
+            }
+            name.truncate(len as usize);
+            while name.last() == Some(&0) {
+                name.pop();
+            }
+            if name.ends_with(b".kd") {
+                name.truncate(name.len() - 3);
+            }
+            let id = publish::buffers().strings.intern(wire::STR_KERNEL, &name);
+            kname_insert(kobj, id, kernel_kind(&name));
+        });
+        HSA_STATUS_SUCCESS
+    }
 }
 
 unsafe extern "C" fn freeze_wrapper(exec: u64, options: *const c_char) -> i32 {
-    let Some(f) = FNS.get() else { return 1 };
-    let rc = (f.freeze)(exec, options);
-    if rc == HSA_STATUS_SUCCESS {
-        let _ = std::panic::catch_unwind(|| {
-            let r = (f.iterate_symbols)(exec, on_symbol, std::ptr::null_mut());
-            if r != HSA_STATUS_SUCCESS && r != HSA_STATUS_INFO_BREAK {
-                record_error(r);
-            }
-        });
-    }
-    rc
-}
-
-// ---------------------------------------------------------------------------------------------
-// The signal pool: a lock-free free list (tagged Treiber stack) of slots, each owning one pool
-// signal created on first use.
-
-const POOL: usize = 4096;
-
-pub(crate) struct Slot {
-    sig: AtomicU64,
-    state: AtomicU8,
-    info: UnsafeCell<InFlight>,
-}
-
-/// What a pool signal stands in for (`InFlight::kind`).
-pub(crate) const K_DISPATCH: u8 = 0;
-pub(crate) const K_COPY: u8 = 2;
-/// Our barrier before the packets a span times (a replay's batch, or one barrier packet of the
-/// runtime's): completed together with its K_SPAN_END, never alone.
-pub(crate) const K_SPAN_START: u8 = 3;
-/// Our barrier after them; `pair` is its K_SPAN_START slot, `span_op` what the span is.
-pub(crate) const K_SPAN_END: u8 = 4;
-
-#[derive(Clone, Copy, Default)]
-pub(crate) struct InFlight {
-    pub kind: u8,
-    /// The application's completion signal, forwarded to on completion (0: none).
-    pub orig: u64,
-    /// The agent whose clock the times are on (dispatch/barrier: the queue's GPU).
-    pub agent: u64,
-    pub kobj: u64,
-    /// `GpuOp::queue`: the HSA queue id, or `wire::QUEUE_DMA..` for engine copies.
-    pub queue: u32,
-    pub device: u32,
-    pub tid: u32,
-    pub submit_ns: u64,
-    pub grid: [u32; 3],
-    pub block: [u32; 3],
-    pub is_graph: bool,
-    pub copy_kind: u8,
-    pub bytes: u64,
-    pub src: u64,
-    pub dst: u64,
-    pub pair: u32,
-    /// Packets of a replay's batch (K_SPAN_END).
-    pub count: u32,
-    /// K_SPAN_END: the `OpKind` published (GraphExecution or Barrier).
-    pub span_op: u8,
-}
-
-pub(crate) struct Pool {
-    slots: Box<[Slot]>,
-    next: Box<[AtomicU32]>,
-    /// (tag << 32) | (index + 1); 0 = empty.
-    head: AtomicU64,
-    in_flight: AtomicUsize,
-    /// Slots armed so far (the completion thread sees whether one was armed while it scanned).
-    armed: AtomicU64,
-    /// One past the highest slot index ever handed out (the completion thread scans below it).
-    high: AtomicUsize,
-}
-
-// SAFETY: a slot's `info` is written by the thread that popped it from the free list before
-// `state = 1` (Release) and read by the completion thread after an Acquire load of 1.
-unsafe impl Sync for Pool {}
-
-impl Pool {
-    fn new() -> Pool {
-        let slots = (0..POOL)
-            .map(|_| Slot { sig: AtomicU64::new(0), state: AtomicU8::new(0), info: UnsafeCell::new(InFlight::default()) })
-            .collect();
-        let next = (0..POOL).map(|i| AtomicU32::new(if i + 1 < POOL { i as u32 + 2 } else { 0 })).collect();
-        Pool { slots, next, head: AtomicU64::new(1), in_flight: AtomicUsize::new(0), armed: AtomicU64::new(0), high: AtomicUsize::new(0) }
-    }
-    fn pop(&self) -> Option<usize> {
-        let mut h = self.head.load(Acquire);
-        loop {
-            let idx = (h & 0xffff_ffff) as u32;
-            if idx == 0 {
-                return None;
-            }
-            let nxt = self.next[idx as usize - 1].load(Relaxed) as u64;
-            let new = ((h >> 32).wrapping_add(1) << 32) | nxt;
-            match self.head.compare_exchange_weak(h, new, AcqRel, Acquire) {
-                Ok(_) => return Some(idx as usize - 1),
-                Err(x) => h = x,
-            }
+    // SAFETY: the runtime's own hsa_executable_freeze with the application's arguments, then
+    // its symbol iteration over that executable with our callback.
+    unsafe {
+        let Some(f) = FNS.get() else { return 1 };
+        let rc = (f.freeze)(exec, options);
+        if rc == HSA_STATUS_SUCCESS {
+            let _ = std::panic::catch_unwind(|| {
+                let r = (f.iterate_symbols)(exec, on_symbol, std::ptr::null_mut());
+                if r != HSA_STATUS_SUCCESS && r != HSA_STATUS_INFO_BREAK {
+                    record_error(r);
+                }
+            });
         }
+        rc
     }
-    fn push(&self, i: usize) {
-        let mut h = self.head.load(Acquire);
-        loop {
-            self.next[i].store((h & 0xffff_ffff) as u32, Relaxed);
-            let new = ((h >> 32).wrapping_add(1) << 32) | (i as u64 + 1);
-            match self.head.compare_exchange_weak(h, new, AcqRel, Acquire) {
-                Ok(_) => return,
-                Err(x) => h = x,
-            }
-        }
-    }
-}
-
-static POOL_: std::sync::OnceLock<Pool> = std::sync::OnceLock::new();
-fn pool() -> &'static Pool {
-    POOL_.get_or_init(Pool::new)
-}
-pub(crate) fn pool_if_ready() -> Option<&'static Pool> {
-    POOL_.get()
-}
-
-/// Takes a free slot and its signal (created on first use, value 1). None: the pool is empty
-/// (counted as a drop) or the signal could not be created.
-pub(crate) fn take_slot(f: &Fns, p: &Pool) -> Option<(usize, u64)> {
-    let Some(i) = p.pop() else {
-        counters().dropped_queue_full.fetch_add(1, Relaxed);
-        return None;
-    };
-    let slot = &p.slots[i];
-    let sig = slot.sig.load(Relaxed);
-    if sig != 0 {
-        return Some((i, sig));
-    }
-    let mut s = 0u64;
-    // SAFETY: runtime function, valid out pointer.
-    let rc = unsafe { (f.signal_create)(1, 0, std::ptr::null(), &mut s) };
-    if rc != HSA_STATUS_SUCCESS || s == 0 {
-        record_error(rc);
-        p.push(i);
-        return None;
-    }
-    slot.sig.store(s, Relaxed);
-    Some((i, s))
-}
-
-/// Puts a taken slot in flight with `info` (the completion thread watches it from now on).
-pub(crate) fn arm(p: &Pool, i: usize, info: InFlight) {
-    let slot = &p.slots[i];
-    // SAFETY: the slot was popped by this thread and is not in flight: nobody else reads info.
-    unsafe { *slot.info.get() = info };
-    slot.state.store(1, Release);
-    p.in_flight.fetch_add(1, SeqCst);
-    p.high.fetch_max(i + 1, Relaxed);
-    p.armed.fetch_add(1, SeqCst);
-    // A copy's completion signal is often what other work waits for (the runtime's fence that
-    // keeps the stream in order behind it): if the completion thread is blocked on signals that
-    // do not include this one, wake it (once per wait) so the forward is not late. Dispatches do
-    // not pay for this.
-    // While only spans are in flight (nothing to forward) the thread waits long; then a new
-    // dispatch wakes it too (its completion must be forwarded). A new span need not: it is
-    // picked up at the next wake-up (on one queue, when the previous span completes).
-    let wake = info.kind == K_COPY || (info.kind == K_DISPATCH && LONG_WAIT.load(SeqCst));
-    if wake && BLOCKED.load(SeqCst) && !WOKEN.swap(true, AcqRel) {
-        let w = WAKE_SIG.load(Relaxed);
-        if let (Some(f), true) = (FNS.get(), w != 0) {
-            // SAFETY: our wake signal.
-            unsafe { (f.signal_store_release)(w, 0) };
-        }
-    }
-}
-
-/// Takes an armed slot out of flight again (its signal never got used: the runtime refused the
-/// call), and gives it back.
-pub(crate) fn disarm(p: &Pool, i: usize) {
-    p.slots[i].state.store(0, Release);
-    p.push(i);
-    p.in_flight.fetch_sub(1, Release);
-}
-
-/// Gives back a taken slot that was never armed.
-pub(crate) fn give_back(p: &Pool, i: usize) {
-    p.push(i);
-}
-
-pub(crate) fn cached_tid() -> u32 {
-    thread_local! { static TID: core::cell::Cell<u32> = const { core::cell::Cell::new(0) }; }
-    TID.with(|t| {
-        if t.get() == 0 {
-            t.set(clock::gettid());
-        }
-        t.get()
-    })
 }
 
 /// Per intercepted queue: what the handler needs.
@@ -561,80 +294,85 @@ fn span_packets(f: &Fns, p: &Pool, q: &QueueCtx, count: u64, op: OpKind) -> Opti
 const MAX_BATCH: u64 = 4096;
 
 unsafe extern "C" fn handler(pkts: *const c_void, count: u64, _user_index: u64, data: *mut c_void, writer: Writer) {
-    // Whatever happens, the application's packets are handed on exactly once: `wrote` is set
-    // just before the first call to `writer`, after which nothing can fail.
-    let wrote = std::cell::Cell::new(false);
-    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        if data.is_null() || count == 0 {
-            return;
-        }
-        let q = &*(data as *const QueueCtx);
-        if count == 1 && q.probing.swap(false, AcqRel) {
-            q.seen.store(true, Release);
-            return; // our probe packet: passed on as it is
-        }
-        q.seen.store(true, Release);
-        let (Some(f), Some(p)) = (FNS.get(), POOL_.get()) else { return };
-        if count == 1 {
-            let mut pkt = [0u8; 64];
-            std::ptr::copy_nonoverlapping(pkts as *const u8, pkt.as_mut_ptr(), 64);
-            let header = u16at(&pkt, 0);
-            if matches!(header & 0xff, PACKET_TYPE_BARRIER_AND | PACKET_TYPE_BARRIER_OR) {
-                // An event record, stream wait or the runtime's marker: timed by two barriers
-                // of ours around it, its own signal untouched (others may wait on it: no
-                // forwarding hop on their path). Without the barrier bit it does not wait for
-                // what precedes it, and ours would make it: passed on untimed.
-                if header & (1 << 8) == 0 {
-                    counters().barriers_untimed.fetch_add(1, Relaxed);
-                    return;
-                }
-                let Some((before, after)) = span_packets(f, p, q, 1, OpKind::Barrier) else { return };
-                wrote.set(true);
-                writer(before.as_ptr() as *const c_void, 1);
-                writer(pkts, 1);
-                writer(after.as_ptr() as *const c_void, 1);
-            } else {
-                if !capture(f, p, q, &mut pkt, false) {
-                    return;
-                }
-                wrote.set(true);
-                writer(pkt.as_ptr() as *const c_void, 1);
-            }
-        } else {
-            // A multi-packet batch (graph replay). Its packets are the graph's: left alone
-            // unless RTL_AGENT_HSA_BATCHES=1 (rewriting completion signals inside batches breaks
-            // ROCr before 7.13, 0x1009). The replay is timed by two barriers of our own.
-            let mut nodes: Option<Vec<u8>> = None;
-            if crate::hsa_batches() && count <= MAX_BATCH {
-                let mut copy = vec![0u8; count as usize * 64];
-                std::ptr::copy_nonoverlapping(pkts as *const u8, copy.as_mut_ptr(), copy.len());
-                for pkt in copy.chunks_exact_mut(64) {
-                    capture(f, p, q, pkt, true);
-                }
-                nodes = Some(copy);
-            } else {
-                counters().graph_batches_skipped.fetch_add(1, Relaxed);
-            }
-            let span = if crate::hsa_spans() { span_packets(f, p, q, count, OpKind::GraphExecution) } else { None };
-            if span.is_none() && nodes.is_none() {
+    // SAFETY: the intercept handler's contract (hsa_amd_queue_intercept_register): `pkts` holds
+    // `count` 64-byte AQL packets, `data` is the QueueCtx registered with this queue (never freed),
+    // `writer` the runtime's packet writer, called with packets of ours or the application's.
+    unsafe {
+        // Whatever happens, the application's packets are handed on exactly once: `wrote` is set
+        // just before the first call to `writer`, after which nothing can fail.
+        let wrote = std::cell::Cell::new(false);
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            if data.is_null() || count == 0 {
                 return;
             }
-            let batch = nodes.as_ref().map_or(pkts, |v| v.as_ptr() as *const c_void);
-            wrote.set(true);
-            if let Some((before, after)) = &span {
-                writer(before.as_ptr() as *const c_void, 1);
-                writer(batch, count);
-                writer(after.as_ptr() as *const c_void, 1);
-            } else {
-                writer(batch, count);
+            let q = &*(data as *const QueueCtx);
+            if count == 1 && q.probing.swap(false, AcqRel) {
+                q.seen.store(true, Release);
+                return; // our probe packet: passed on as it is
             }
+            q.seen.store(true, Release);
+            let (Some(f), Some(p)) = (FNS.get(), POOL_.get()) else { return };
+            if count == 1 {
+                let mut pkt = [0u8; 64];
+                std::ptr::copy_nonoverlapping(pkts as *const u8, pkt.as_mut_ptr(), 64);
+                let header = u16at(&pkt, 0);
+                if matches!(header & 0xff, PACKET_TYPE_BARRIER_AND | PACKET_TYPE_BARRIER_OR) {
+                    // An event record, stream wait or the runtime's marker: timed by two barriers
+                    // of ours around it, its own signal untouched (others may wait on it: no
+                    // forwarding hop on their path). Without the barrier bit it does not wait for
+                    // what precedes it, and ours would make it: passed on untimed.
+                    if header & (1 << 8) == 0 {
+                        counters().barriers_untimed.fetch_add(1, Relaxed);
+                        return;
+                    }
+                    let Some((before, after)) = span_packets(f, p, q, 1, OpKind::Barrier) else { return };
+                    wrote.set(true);
+                    writer(before.as_ptr() as *const c_void, 1);
+                    writer(pkts, 1);
+                    writer(after.as_ptr() as *const c_void, 1);
+                } else {
+                    if !capture(f, p, q, &mut pkt, false) {
+                        return;
+                    }
+                    wrote.set(true);
+                    writer(pkt.as_ptr() as *const c_void, 1);
+                }
+            } else {
+                // A multi-packet batch (graph replay). Its packets are the graph's: left alone
+                // unless RTL_AGENT_HSA_BATCHES=1 (rewriting completion signals inside batches breaks
+                // ROCr before 7.13, 0x1009). The replay is timed by two barriers of our own.
+                let mut nodes: Option<Vec<u8>> = None;
+                if crate::hsa_batches() && count <= MAX_BATCH {
+                    let mut copy = vec![0u8; count as usize * 64];
+                    std::ptr::copy_nonoverlapping(pkts as *const u8, copy.as_mut_ptr(), copy.len());
+                    for pkt in copy.chunks_exact_mut(64) {
+                        capture(f, p, q, pkt, true);
+                    }
+                    nodes = Some(copy);
+                } else {
+                    counters().graph_batches_skipped.fetch_add(1, Relaxed);
+                }
+                let span = if crate::hsa_spans() { span_packets(f, p, q, count, OpKind::GraphExecution) } else { None };
+                if span.is_none() && nodes.is_none() {
+                    return;
+                }
+                let batch = nodes.as_ref().map_or(pkts, |v| v.as_ptr() as *const c_void);
+                wrote.set(true);
+                if let Some((before, after)) = &span {
+                    writer(before.as_ptr() as *const c_void, 1);
+                    writer(batch, count);
+                    writer(after.as_ptr() as *const c_void, 1);
+                } else {
+                    writer(batch, count);
+                }
+            }
+            if SLEEPING.load(SeqCst) {
+                kick_completion();
+            }
+        }));
+        if !wrote.get() {
+            writer(pkts, count);
         }
-        if SLEEPING.load(SeqCst) {
-            crate::kick_completion();
-        }
-    }));
-    if !wrote.get() {
-        writer(pkts, count);
     }
 }
 
@@ -648,44 +386,49 @@ unsafe extern "C" fn queue_create_wrapper(
     group_segment_size: u32,
     queue: *mut *mut c_void,
 ) -> i32 {
-    let Some(f) = FNS.get() else { return 1 };
-    if PROBE.load(Acquire) == PROBE_BROKEN {
-        return (f.queue_create)(agent, size, qtype, callback, data, private_segment_size, group_segment_size, queue);
-    }
-    let rc = (f.intercept_create)(agent, size, qtype, callback, data, private_segment_size, group_segment_size, queue);
-    if rc != HSA_STATUS_SUCCESS || queue.is_null() || (*queue).is_null() {
-        refused(rc);
-        return (f.queue_create)(agent, size, qtype, callback, data, private_segment_size, group_segment_size, queue);
-    }
-    let q = *queue;
-    let rc = (f.set_profiler)(q, 1);
-    if rc != HSA_STATUS_SUCCESS {
-        record_error(rc);
-    }
-    let ctx = Box::into_raw(Box::new(QueueCtx {
-        agent,
-        queue_id: std::ptr::read_unaligned((q as *const u8).add(QUEUE_ID_OFF) as *const u64),
-        seen: AtomicBool::new(false),
-        probing: AtomicBool::new(false),
-    }));
-    let rc = (f.intercept_register)(q, handler, ctx as *mut c_void);
-    if rc != HSA_STATUS_SUCCESS {
-        // An intercept queue without our handler still passes packets through.
-        refused(rc);
-        drop(Box::from_raw(ctx));
-        return HSA_STATUS_SUCCESS;
-    }
-    if !probe_ok(f, q, &*ctx) {
-        // Interception is broken here (packets never come out): replace the queue by a
-        // normal one before the application puts anything into it.
-        let rc = (f.queue_destroy)(q);
+    // SAFETY: the application's hsa_queue_create arguments, passed to the runtime's entries of
+    // the same signature; `*queue` is read only after the runtime created it (hsa_queue_t: `id` at
+    // QUEUE_ID_OFF); the QueueCtx lives as long as the queue (leaked on purpose).
+    unsafe {
+        let Some(f) = FNS.get() else { return 1 };
+        if PROBE.load(Acquire) == PROBE_BROKEN {
+            return (f.queue_create)(agent, size, qtype, callback, data, private_segment_size, group_segment_size, queue);
+        }
+        let rc = (f.intercept_create)(agent, size, qtype, callback, data, private_segment_size, group_segment_size, queue);
+        if rc != HSA_STATUS_SUCCESS || queue.is_null() || (*queue).is_null() {
+            refused(rc);
+            return (f.queue_create)(agent, size, qtype, callback, data, private_segment_size, group_segment_size, queue);
+        }
+        let q = *queue;
+        let rc = (f.set_profiler)(q, 1);
         if rc != HSA_STATUS_SUCCESS {
             record_error(rc);
         }
-        *queue = std::ptr::null_mut();
-        return (f.queue_create)(agent, size, qtype, callback, data, private_segment_size, group_segment_size, queue);
+        let ctx = Box::into_raw(Box::new(QueueCtx {
+            agent,
+            queue_id: std::ptr::read_unaligned((q as *const u8).add(QUEUE_ID_OFF) as *const u64),
+            seen: AtomicBool::new(false),
+            probing: AtomicBool::new(false),
+        }));
+        let rc = (f.intercept_register)(q, handler, ctx as *mut c_void);
+        if rc != HSA_STATUS_SUCCESS {
+            // An intercept queue without our handler still passes packets through.
+            refused(rc);
+            drop(Box::from_raw(ctx));
+            return HSA_STATUS_SUCCESS;
+        }
+        if !probe_ok(f, q, &*ctx) {
+            // Interception is broken here (packets never come out): replace the queue by a
+            // normal one before the application puts anything into it.
+            let rc = (f.queue_destroy)(q);
+            if rc != HSA_STATUS_SUCCESS {
+                record_error(rc);
+            }
+            *queue = std::ptr::null_mut();
+            return (f.queue_create)(agent, size, qtype, callback, data, private_segment_size, group_segment_size, queue);
+        }
+        HSA_STATUS_SUCCESS
     }
-    HSA_STATUS_SUCCESS
 }
 
 const PROBE_UNKNOWN: u8 = 0;
@@ -700,50 +443,55 @@ const PROBE_WAIT_MS: u64 = 500;
 /// handler to see it. On one MI300X ROCm 7.2.1 setup intercept queues never delivered packets,
 /// which hangs the application at its first wait; then every queue is created normally.
 unsafe fn probe_ok(f: &Fns, q: *mut c_void, ctx: &QueueCtx) -> bool {
-    match PROBE.compare_exchange(PROBE_UNKNOWN, PROBE_RUNNING, AcqRel, Acquire) {
-        Ok(_) => {}
-        Err(PROBE_OK) => return true,
-        Err(PROBE_BROKEN) => return false,
-        Err(_) => {
-            // Another thread is probing: wait for its verdict (bounded).
-            let t0 = clock::monotonic_ns();
-            while PROBE.load(Acquire) == PROBE_RUNNING && clock::monotonic_ns() - t0 < 2 * PROBE_WAIT_MS * 1_000_000 {
-                std::thread::sleep(std::time::Duration::from_millis(1));
+    // SAFETY: the caller's promise: `q` is a live intercept queue (hsa_queue_t: base_address at 8,
+    // doorbell_signal at 16, size at 24) whose handler has `ctx`; the slot written is the one
+    // add_write_index reserved for us.
+    unsafe {
+        match PROBE.compare_exchange(PROBE_UNKNOWN, PROBE_RUNNING, AcqRel, Acquire) {
+            Ok(_) => {}
+            Err(PROBE_OK) => return true,
+            Err(PROBE_BROKEN) => return false,
+            Err(_) => {
+                // Another thread is probing: wait for its verdict (bounded).
+                let t0 = clock::monotonic_ns();
+                while PROBE.load(Acquire) == PROBE_RUNNING && clock::monotonic_ns() - t0 < 2 * PROBE_WAIT_MS * 1_000_000 {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                return PROBE.load(Acquire) != PROBE_BROKEN;
             }
-            return PROBE.load(Acquire) != PROBE_BROKEN;
         }
-    }
-    let qb = q as *const u8;
-    let base = std::ptr::read_unaligned(qb.add(8) as *const *mut u8);
-    let doorbell = std::ptr::read_unaligned(qb.add(16) as *const u64);
-    let size = std::ptr::read_unaligned(qb.add(24) as *const u32) as u64;
-    let ok = if base.is_null() || size == 0 || doorbell == 0 {
-        true // cannot probe; assume it works
-    } else {
-        let wi = (f.add_write_index)(q, 1);
-        let slot = base.add(((wi % size) * 64) as usize);
-        std::ptr::write_bytes(slot.add(2), 0, 62);
-        // barrier-AND, barrier bit, system-scope acquire and release fences; no dependencies,
-        // no completion signal: a no-op the packet processor retires at once.
-        ctx.probing.store(true, Release);
-        (*(slot as *const std::sync::atomic::AtomicU16)).store(BARRIER_HEADER, Release);
-        (f.signal_store_release)(doorbell, wi as i64);
-        let t0 = clock::monotonic_ns();
-        while !ctx.seen.load(Acquire) && clock::monotonic_ns() - t0 < PROBE_WAIT_MS * 1_000_000 {
-            std::thread::sleep(std::time::Duration::from_micros(100));
-        }
-        ctx.seen.load(Acquire)
-    };
-    PROBE.store(if ok { PROBE_OK } else { PROBE_BROKEN }, Release);
-    if !ok {
-        counters().api_errors.fetch_add(1, Relaxed);
-        crate::say(&format!(
-            "HSA queue interception does not deliver packets here (no probe packet within {PROBE_WAIT_MS} ms): \
+        let qb = q as *const u8;
+        let base = std::ptr::read_unaligned(qb.add(8) as *const *mut u8);
+        let doorbell = std::ptr::read_unaligned(qb.add(16) as *const u64);
+        let size = std::ptr::read_unaligned(qb.add(24) as *const u32) as u64;
+        let ok = if base.is_null() || size == 0 || doorbell == 0 {
+            true // cannot probe; assume it works
+        } else {
+            let wi = (f.add_write_index)(q, 1);
+            let slot = base.add(((wi % size) * 64) as usize);
+            std::ptr::write_bytes(slot.add(2), 0, 62);
+            // barrier-AND, barrier bit, system-scope acquire and release fences; no dependencies,
+            // no completion signal: a no-op the packet processor retires at once.
+            ctx.probing.store(true, Release);
+            (*(slot as *const std::sync::atomic::AtomicU16)).store(BARRIER_HEADER, Release);
+            (f.signal_store_release)(doorbell, wi as i64);
+            let t0 = clock::monotonic_ns();
+            while !ctx.seen.load(Acquire) && clock::monotonic_ns() - t0 < PROBE_WAIT_MS * 1_000_000 {
+                std::thread::sleep(std::time::Duration::from_micros(100));
+            }
+            ctx.seen.load(Acquire)
+        };
+        PROBE.store(if ok { PROBE_OK } else { PROBE_BROKEN }, Release);
+        if !ok {
+            counters().api_errors.fetch_add(1, Relaxed);
+            crate::say(&format!(
+                "HSA queue interception does not deliver packets here (no probe packet within {PROBE_WAIT_MS} ms): \
              queues are left alone: no kernel, barrier or graph times (DMA-engine copies are still timed); \
              the CPU-side trace is complete"
-        ));
+            ));
+        }
+        ok
     }
-    ok
 }
 
 fn refused(rc: i32) {
@@ -761,22 +509,8 @@ fn refused(rc: i32) {
 
 static STOP: AtomicU32 = AtomicU32::new(0);
 static RUNNING: AtomicBool = AtomicBool::new(false);
-/// Futex word the handler bumps to wake the completion thread.
-pub(crate) static WAKE: AtomicU32 = AtomicU32::new(0);
-/// The completion thread is (about to be) asleep on WAKE: only then does the handler pay for a
-/// wake-up system call.
-pub(crate) static SLEEPING: AtomicBool = AtomicBool::new(false);
-const SIGNAL_CONDITION_LT: u32 = 2;
-/// The completion thread is blocked in `hsa_amd_signal_wait_any` on the signals it found in
-/// flight plus WAKE_SIG; WOKEN: WAKE_SIG was set (0) since, reset (1) after the wait.
-static BLOCKED: AtomicBool = AtomicBool::new(false);
-static WOKEN: AtomicBool = AtomicBool::new(false);
-static WAKE_SIG: AtomicU64 = AtomicU64::new(0);
-/// The blocked wait is a long one (nothing in flight needs forwarding: only spans).
-static LONG_WAIT: AtomicBool = AtomicBool::new(false);
 /// Most signals one wait covers (the rest are seen at the next scan).
 const WAIT_MAX: usize = 63;
-const WAIT_STATE_BLOCKED: u32 = 0;
 
 /// System-domain ticks to ns.
 fn sys_to_ns(sys: u64) -> u64 {
@@ -1022,7 +756,7 @@ pub(crate) fn stop() {
         return;
     }
     STOP.store(1, Release);
-    crate::kick_completion();
+    kick_completion();
     let t0 = clock::monotonic_ns();
     while RUNNING.load(Acquire) && clock::monotonic_ns() - t0 < 1_500_000_000 {
         std::thread::sleep(std::time::Duration::from_millis(1));
@@ -1043,7 +777,7 @@ pub(crate) fn quiesce(ms: u64) {
     }
     let t0 = clock::monotonic_ns();
     while p.in_flight.load(Relaxed) > 0 && clock::monotonic_ns() - t0 < ms * 1_000_000 {
-        crate::kick_completion();
+        kick_completion();
         std::thread::sleep(std::time::Duration::from_micros(200));
     }
 }
@@ -1065,92 +799,41 @@ pub(crate) fn system_ns() -> u64 {
 /// # Safety
 /// `table` is the `HsaApiTable*` the runtime passed to OnLoad.
 unsafe fn install(table: *mut u8) -> Result<(), String> {
-    if table.is_null() {
-        return Err("no API table".into());
-    }
-    let core = *(table.add(ROOT_CORE) as *const *mut u8);
-    let amd = *(table.add(ROOT_AMD) as *const *mut u8);
-    if core.is_null() || amd.is_null() {
-        return Err("API table without core or AMD extension table".into());
-    }
-    // Each sub-table starts with its ApiTableVersion: major_id first.
-    layout::core_known(*(core as *const u32))?;
-    let amd_l: AmdLayout = layout::amd_layout(*(amd as *const u32))?;
-    let get = |t: *mut u8, off: usize| -> *const c_void { *(t.add(off) as *const *const c_void) };
-    let needed = [
-        get(core, core_off::QUEUE_CREATE),
-        get(core, core_off::SIGNAL_CREATE),
-        get(core, core_off::SIGNAL_LOAD_RELAXED),
-        get(core, core_off::SIGNAL_STORE_RELAXED),
-        get(core, core_off::SIGNAL_SUBTRACT_SCRELEASE),
-        get(core, core_off::EXECUTABLE_FREEZE),
-        get(core, core_off::EXECUTABLE_SYMBOL_GET_INFO),
-        get(core, core_off::EXECUTABLE_ITERATE_SYMBOLS),
-        get(core, core_off::SYSTEM_GET_INFO),
-        get(amd, amd_l.queue_intercept_create),
-        get(amd, amd_l.queue_intercept_register),
-        get(amd, amd_l.profiling_set_profiler_enabled),
-        get(amd, amd_l.profiling_get_dispatch_time),
-        get(amd, amd_l.profiling_convert_tick),
-        get(core, core_off::SIGNAL_WAIT_SCACQUIRE),
-        get(core, core_off::SIGNAL_STORE_SCRELEASE),
-        get(core, core_off::QUEUE_DESTROY),
-        get(core, core_off::QUEUE_ADD_WRITE_INDEX_SCRELEASE),
-        get(amd, amd_l.profiling_get_async_copy_time),
-    ];
-    if needed.iter().any(|p| p.is_null()) {
-        return Err("API table entries missing".into());
-    }
-    let t = std::mem::transmute::<*const c_void, QueueCreateFn>;
-    let fns = Fns {
-        queue_create: t(needed[0]),
-        signal_create: std::mem::transmute::<*const c_void, SignalCreateFn>(needed[1]),
-        signal_load: std::mem::transmute::<*const c_void, SignalLoadFn>(needed[2]),
-        signal_store: std::mem::transmute::<*const c_void, SignalStoreFn>(needed[3]),
-        signal_subtract: std::mem::transmute::<*const c_void, SignalStoreFn>(needed[4]),
-        freeze: std::mem::transmute::<*const c_void, FreezeFn>(needed[5]),
-        symbol_get_info: std::mem::transmute::<*const c_void, SymbolGetInfoFn>(needed[6]),
-        iterate_symbols: std::mem::transmute::<*const c_void, IterateSymbolsFn>(needed[7]),
-        system_get_info: std::mem::transmute::<*const c_void, SystemGetInfoFn>(needed[8]),
-        intercept_create: t(needed[9]),
-        intercept_register: std::mem::transmute::<*const c_void, InterceptRegisterFn>(needed[10]),
-        set_profiler: std::mem::transmute::<*const c_void, SetProfilerFn>(needed[11]),
-        dispatch_time: std::mem::transmute::<*const c_void, DispatchTimeFn>(needed[12]),
-        convert_tick: std::mem::transmute::<*const c_void, ConvertTickFn>(needed[13]),
-        signal_wait: std::mem::transmute::<*const c_void, SignalWaitFn>(needed[14]),
-        signal_store_release: std::mem::transmute::<*const c_void, SignalStoreFn>(needed[15]),
-        queue_destroy: std::mem::transmute::<*const c_void, QueueDestroyFn>(needed[16]),
-        add_write_index: std::mem::transmute::<*const c_void, AddWriteIndexFn>(needed[17]),
-        copy_time: std::mem::transmute::<*const c_void, CopyTimeFn>(needed[18]),
-        wait_any: Some(get(amd, amd_l.signal_wait_any))
-            .filter(|p| !p.is_null())
-            .map(|p| std::mem::transmute::<*const c_void, WaitAnyFn>(p)),
-    };
+    // SAFETY: the caller's promise: the runtime's table, during OnLoad.
+    let t = unsafe { ffi::resolve(table) }?;
+    let fns = t.fns;
     if FNS.set(fns).is_err() {
         return Err("installed twice".into());
     }
     let mut freq: u64 = 0;
-    if (fns.system_get_info)(SYSTEM_INFO_TIMESTAMP_FREQUENCY, &mut freq as *mut u64 as *mut c_void) == HSA_STATUS_SUCCESS && freq > 0 {
+    // SAFETY: a resolved runtime entry, with an out pointer to a u64 (the frequency's type).
+    if unsafe { (fns.system_get_info)(SYSTEM_INFO_TIMESTAMP_FREQUENCY, &mut freq as *mut u64 as *mut c_void) } == HSA_STATUS_SUCCESS
+        && freq > 0
+    {
         FREQ.store(freq, Relaxed);
     }
-    let iter: IterateAgentsFn = std::mem::transmute(get(core, core_off::ITERATE_AGENTS));
-    let agent_info = get(core, core_off::AGENT_GET_INFO);
-    if !agent_info.is_null() && !get(core, core_off::ITERATE_AGENTS).is_null() {
-        let rc = iter(collect_agent, agent_info as *mut c_void);
+    if let Some((iterate, agent_info)) = t.agents {
+        // SAFETY: hsa_iterate_agents with a callback that reads `data` as hsa_agent_get_info.
+        let rc = unsafe { iterate(collect_agent, agent_info as *mut c_void) };
         if rc != HSA_STATUS_SUCCESS {
             record_error(rc);
         }
     }
     let mut w = 0u64;
-    if (fns.signal_create)(1, 0, std::ptr::null(), &mut w) == HSA_STATUS_SUCCESS {
+    // SAFETY: a resolved runtime entry, valid out pointer.
+    if unsafe { (fns.signal_create)(1, 0, std::ptr::null(), &mut w) } == HSA_STATUS_SUCCESS {
         WAKE_SIG.store(w, Relaxed);
     }
     publish::buffers();
     pool();
     start_completion_thread();
-    *(core.add(core_off::QUEUE_CREATE) as *mut *const c_void) = queue_create_wrapper as *const c_void;
-    *(core.add(core_off::EXECUTABLE_FREEZE) as *mut *const c_void) = freeze_wrapper as *const c_void;
-    crate::hsa_copy::install(amd, &amd_l);
+    // SAFETY: the runtime's core table (checked non-null by resolve), during OnLoad, entries of
+    // the same signatures as the originals.
+    unsafe {
+        ffi::replace_entry(t.core, core_off::QUEUE_CREATE, queue_create_wrapper as *const c_void);
+        ffi::replace_entry(t.core, core_off::EXECUTABLE_FREEZE, freeze_wrapper as *const c_void);
+        copy::install(t.amd, &t.amd_layout);
+    }
     Ok(())
 }
 
@@ -1160,7 +843,7 @@ pub(crate) fn captures() -> u32 {
     if crate::hsa_spans() {
         c |= wire::CAP_GRAPH_SPANS;
     }
-    if crate::hsa_copy::WRAPPED.load(Relaxed) {
+    if copy::WRAPPED.load(Relaxed) {
         c |= wire::CAP_COPIES;
     }
     if crate::hsa_batches() {

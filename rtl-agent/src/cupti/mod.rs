@@ -35,6 +35,9 @@ use std::sync::{Mutex, OnceLock};
 
 use rtl_common::agent::{self as wire, ClockDomain, GpuOp, OpKind};
 
+mod ffi;
+use ffi::{load, Api, CUPTI_ERROR_MAX_LIMIT_REACHED, CUPTI_SUCCESS};
+
 // ---------------------------------------------------------------------------------------------
 // Record layouts (cupti_activity.h, CUDA 13.0).
 
@@ -49,8 +52,6 @@ pub const KIND_CONCURRENT_KERNEL: u32 = 10;
 pub const DOMAIN_DRIVER: u32 = 1;
 pub const DOMAIN_RUNTIME: u32 = 2;
 
-const CUPTI_SUCCESS: c_int = 0;
-const CUPTI_ERROR_MAX_LIMIT_REACHED: c_int = 12;
 const FLAG_FLUSH_FORCED: u32 = 1;
 const THREAD_ID_TYPE_SYSTEM: u32 = 1;
 
@@ -525,24 +526,6 @@ pub fn replay(frames: &[DumpFrame], strings: &crate::publish::Strings) -> (Vec<G
 // ---------------------------------------------------------------------------------------------
 // The live source.
 
-type BufRequested = unsafe extern "C" fn(*mut *mut u8, *mut usize, *mut usize);
-type BufCompleted = unsafe extern "C" fn(*mut c_void, u32, *mut u8, usize, usize);
-type TimestampFn = unsafe extern "C" fn() -> u64;
-
-struct Api {
-    register_callbacks: unsafe extern "C" fn(BufRequested, BufCompleted) -> c_int,
-    enable: unsafe extern "C" fn(u32) -> c_int,
-    get_next_record: unsafe extern "C" fn(*mut u8, usize, *mut *mut u8) -> c_int,
-    flush_all: unsafe extern "C" fn(u32) -> c_int,
-    register_timestamp: Option<unsafe extern "C" fn(TimestampFn) -> c_int>,
-    set_thread_id_type: Option<unsafe extern "C" fn(u32) -> c_int>,
-    get_callback_name: Option<unsafe extern "C" fn(u32, u32, *mut *const c_char) -> c_int>,
-    get_version: Option<unsafe extern "C" fn(*mut u32) -> c_int>,
-    enable_driver_api: Option<unsafe extern "C" fn(u32, u8) -> c_int>,
-    enable_runtime_api: Option<unsafe extern "C" fn(u32, u8) -> c_int>,
-    get_timestamp: Option<unsafe extern "C" fn(*mut u64) -> c_int>,
-}
-
 /// Clock domain of every time in the records (a [`ClockDomain`]): CLOCK_MONOTONIC through the
 /// timestamp callback, or what CUPTI's own clock was found to be (`RTL_AGENT_CUPTI_CLOCK=cupti`).
 static CLOCK: AtomicU8 = AtomicU8::new(ClockDomain::Monotonic as u8);
@@ -608,6 +591,9 @@ unsafe extern "C" fn buffer_completed(_ctx: *mut c_void, _stream: u32, buf: *mut
 impl Live {
     /// Walks a completed buffer: each record's length is the distance to the next one (the
     /// last one: to the end of the valid bytes).
+    ///
+    /// # Safety
+    /// `buf` is a buffer CUPTI completed, with `valid` bytes of records.
     unsafe fn consume(&self, buf: *mut u8, valid: usize) {
         if buf.is_null() || valid == 0 {
             return;
@@ -615,7 +601,8 @@ impl Live {
         let mut ptrs: Vec<*mut u8> = Vec::with_capacity(valid / 40 + 1);
         let mut rec: *mut u8 = std::ptr::null_mut();
         loop {
-            let rc = (self.api.get_next_record)(buf, valid, &mut rec);
+            // SAFETY: resolved from libcupti; the caller's buffer.
+            let rc = unsafe { (self.api.get_next_record)(buf, valid, &mut rec) };
             if rc == CUPTI_ERROR_MAX_LIMIT_REACHED {
                 break;
             }
@@ -625,7 +612,8 @@ impl Live {
             }
             ptrs.push(rec);
         }
-        let end = buf.add(valid);
+        // SAFETY: one past the valid bytes of the caller's buffer.
+        let end = unsafe { buf.add(valid) };
         let Ok(mut st) = self.state.lock() else { return };
         let st = &mut *st;
         let fd = RAW_DUMP_FD.load(Relaxed);
@@ -636,10 +624,14 @@ impl Live {
             if next <= p || next > end {
                 continue;
             }
-            let bytes = std::slice::from_raw_parts(p as *const u8, next.offset_from(p) as usize);
+            // SAFETY: a record CUPTI returned inside the buffer, up to the next one (or the end of
+            // the valid bytes): `p < next <= end`, checked above.
+            let bytes = unsafe { std::slice::from_raw_parts(p as *const u8, next.offset_from(p) as usize) };
             let a = parse(bytes);
             let kname: Option<&[u8]> = match &a {
-                Activity::Kernel(k) if !k.name.is_null() => Some(CStr::from_ptr(k.name).to_bytes()),
+                // SAFETY: a kernel record's name is CUPTI's NUL-terminated string, live while the
+                // buffer is.
+                Activity::Kernel(k) if !k.name.is_null() => Some(unsafe { CStr::from_ptr(k.name) }.to_bytes()),
                 _ => None,
             };
             if let Activity::Api { domain, rec } = &a {
@@ -726,56 +718,6 @@ pub fn candidates(env: Option<&str>, loaded_cupti: &[String], runtime_libs: &[St
     let mut seen = std::collections::HashSet::new();
     v.retain(|p| seen.insert(p.clone()));
     v
-}
-
-unsafe fn sym<T: Copy>(h: *mut c_void, name: &CStr) -> Option<T> {
-    let p = libc::dlsym(h, name.as_ptr());
-    // SAFETY: T is a function pointer type of the symbol's C signature.
-    (!p.is_null()).then(|| std::mem::transmute_copy::<*mut c_void, T>(&p))
-}
-
-fn load() -> Result<(Api, String), String> {
-    let env = crate::config_ref().cupti_lib.clone();
-    let cands =
-        candidates(env.as_deref(), &crate::loaded::objects(&["libcupti.so"]), &crate::loaded::objects(&["libcudart.so", "libcuda.so"]));
-    let mut tried = Vec::new();
-    for c in &cands {
-        let Ok(cs) = std::ffi::CString::new(c.as_str()) else { continue };
-        if c.contains('/') && !std::path::Path::new(c).exists() {
-            continue;
-        }
-        // SAFETY: dlopen of a library path; kept open for the process lifetime.
-        let h = unsafe { libc::dlopen(cs.as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) };
-        if h.is_null() {
-            // SAFETY: dlerror returns a static or thread-local string.
-            let e = unsafe { libc::dlerror() };
-            tried.push(format!("{c}: {}", if e.is_null() { "?".into() } else { unsafe { CStr::from_ptr(e) }.to_string_lossy() }));
-            continue;
-        }
-        // SAFETY: symbols of libcupti with their header signatures.
-        let api = unsafe {
-            (|| {
-                Some(Api {
-                    register_callbacks: sym(h, c"cuptiActivityRegisterCallbacks")?,
-                    enable: sym(h, c"cuptiActivityEnable")?,
-                    get_next_record: sym(h, c"cuptiActivityGetNextRecord")?,
-                    flush_all: sym(h, c"cuptiActivityFlushAll")?,
-                    register_timestamp: sym(h, c"cuptiActivityRegisterTimestampCallback"),
-                    set_thread_id_type: sym(h, c"cuptiSetThreadIdType"),
-                    get_callback_name: sym(h, c"cuptiGetCallbackName"),
-                    get_version: sym(h, c"cuptiGetVersion"),
-                    enable_driver_api: sym(h, c"cuptiActivityEnableDriverApi"),
-                    enable_runtime_api: sym(h, c"cuptiActivityEnableRuntimeApi"),
-                    get_timestamp: sym(h, c"cuptiGetTimestamp"),
-                })
-            })()
-        };
-        match api {
-            Some(a) => return Ok((a, c.clone())),
-            None => tried.push(format!("{c}: lacks the activity API")),
-        }
-    }
-    Err(format!("no usable libcupti (set RTL_AGENT_CUPTI_LIB); tried {}", tried.join("; ")))
 }
 
 /// Loads libcupti and enables the activity kinds. Err: why not (the process runs on untouched).

@@ -16,7 +16,7 @@
 //! * [`start`] brackets `hipProfilerEnableExt` with CLOCK_MONOTONIC reads: the session's anchor
 //!   (`Info::anchor_*`), valid when the runtime held no record before it.
 
-use std::ffi::{c_char, c_void, CStr};
+use std::ffi::{c_char, c_void};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
 use std::sync::Mutex;
 
@@ -24,144 +24,8 @@ use rtl_common::agent::{self as wire, ClockDomain, GpuOp, OpKind, Source};
 
 use crate::publish::{self, counters, record_error};
 
-pub type HipError = i32;
-pub type ChunkCallback = unsafe extern "C" fn(records: *const u8, count: u32, chunk_id: u32, user: *mut c_void);
-
-/// The five entry points (raw; the signature depends on the version).
-#[derive(Clone, Copy, Debug)]
-pub struct Api {
-    pub enable: *const c_void,
-    pub disable: *const c_void,
-    pub get_records: *const c_void,
-    pub reset: Option<*const c_void>,
-    pub register: Option<*const c_void>,
-}
-
-// SAFETY: function addresses.
-unsafe impl Send for Api {}
-unsafe impl Sync for Api {}
-
-impl Api {
-    /// `wire::API_V0_1` when the chunk callback exists, else `wire::API_V0`.
-    pub fn version(&self) -> u8 {
-        if self.register.is_some() {
-            wire::API_V0_1
-        } else {
-            wire::API_V0
-        }
-    }
-}
-
-pub const SYMBOLS: [&CStr; 5] = [
-    c"hipProfilerEnableExt",
-    c"hipProfilerDisableExt",
-    c"hipProfilerGetRecordsExt",
-    c"hipProfilerResetExt",
-    c"hipProfilerRegisterChunkCallbackExt",
-];
-
-/// Sonames tried, in order, with RTLD_NOLOAD: never loads a second copy.
-pub const HIP_LIBS: [&CStr; 5] = [c"libamdhip64.so", c"libamdhip64.so.7", c"libamdhip64.so.6", c"libamdhip64.so.5", c"libamdhip64.so.8"];
-
-/// The handle of an already-loaded libamdhip64 and the name it was found under.
-///
-/// Polled until the runtime appears: the loader's list is checked first ([`crate::loaded`]), so a
-/// process without it costs no file access; `dlopen(RTLD_NOLOAD)` only then takes the handle.
-pub fn find_loaded_hip() -> Option<(*mut c_void, &'static CStr)> {
-    if crate::loaded::objects(&["libamdhip64.so"]).is_empty() {
-        return None;
-    }
-    for name in HIP_LIBS {
-        // SAFETY: RTLD_NOLOAD only returns an already-loaded object (taking a reference).
-        let h = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_NOLOAD | libc::RTLD_LAZY) };
-        if !h.is_null() {
-            return Some((h, name));
-        }
-    }
-    None
-}
-
-/// Path of the object that defines `sym` in `handle` (for messages).
-///
-/// # Safety
-/// `handle` is a live handle from `dlopen`.
-pub unsafe fn object_path(handle: *mut c_void, fallback: &CStr) -> String {
-    // SAFETY: dlsym/dladdr on a valid handle; the returned name lives as long as the object.
-    unsafe {
-        for s in [c"hipGetDeviceCount", c"hipLaunchKernel", c"hipProfilerEnableExt"] {
-            let p = libc::dlsym(handle, s.as_ptr());
-            if p.is_null() {
-                continue;
-            }
-            let mut info: libc::Dl_info = std::mem::zeroed();
-            if libc::dladdr(p, &mut info) != 0 && !info.dli_fname.is_null() {
-                return CStr::from_ptr(info.dli_fname).to_string_lossy().into_owned();
-            }
-        }
-    }
-    fallback.to_string_lossy().into_owned()
-}
-
-/// Resolves the API; `None` when Enable, Disable or GetRecords is missing (stock ROCm).
-///
-/// # Safety
-/// `handle` is a live handle from `dlopen`.
-pub unsafe fn resolve(handle: *mut c_void) -> Option<Api> {
-    // SAFETY: dlsym on a valid handle.
-    let sym = |n: &CStr| {
-        let p = unsafe { libc::dlsym(handle, n.as_ptr()) } as *const c_void;
-        (!p.is_null()).then_some(p)
-    };
-    Some(Api {
-        enable: sym(SYMBOLS[0])?,
-        disable: sym(SYMBOLS[1])?,
-        get_records: sym(SYMBOLS[2])?,
-        reset: sym(SYMBOLS[3]),
-        register: sym(SYMBOLS[4]),
-    })
-}
-
-// ---------------------------------------------------------------------------------------------
-// Record layout (256 bytes; see the reference).
-
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct GpuActivity {
-    pub flags: u64,
-    pub begin_ns: u64,
-    pub end_ns: u64,
-    pub bytes_or_name: u64,
-    pub gpu_op_count: u32,
-    pub _r0: u32,
-    pub next: *const GpuActivity,
-    pub payload: [u32; 10],
-    pub _r1: [u8; 40],
-}
-
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct ApiRecord {
-    pub api_name: *const c_char,
-    pub flags: u64,
-    pub thread_id: u64,
-    pub start_ns: u64,
-    pub end_ns: u64,
-    pub stream: u64,
-    pub _spill_tail: u64,
-    pub memory1: u64,
-    pub memory2: u64,
-    pub size: u64,
-    pub chunk_id: u32,
-    pub _reserved: [u8; 44],
-    pub gpu: GpuActivity,
-}
-
-const _: () = {
-    assert!(std::mem::size_of::<GpuActivity>() == 128);
-    assert!(std::mem::size_of::<ApiRecord>() == 256);
-    assert!(std::mem::offset_of!(ApiRecord, chunk_id) == 80);
-    assert!(std::mem::offset_of!(GpuActivity, next) == 40);
-};
+mod ffi;
+pub use ffi::*;
 
 pub const REC_HAS_GPU: u64 = 1;
 /// Longest spill list followed (a graph launch with more nodes is cut and counted).
@@ -263,7 +127,8 @@ unsafe fn complete(rec: &ApiRecord) -> bool {
             if g.next.is_null() {
                 return true;
             }
-            g = std::ptr::read_unaligned(g.next);
+            // SAFETY: the caller's promise: the record's spill list is live.
+            g = unsafe { read_activity(g.next) };
         }
     }
     true
@@ -285,11 +150,13 @@ fn parents(r: &ApiRecord) -> bool {
 /// # Safety
 /// `rec` points to a live 256-byte profiler record.
 pub unsafe fn number(rec: *const ApiRecord) -> Seq {
-    let r: ApiRecord = std::ptr::read_unaligned(rec);
+    // SAFETY: the caller's promise.
+    let r = unsafe { read_record(rec) };
     if parents(&r) {
         return None;
     }
-    let api_name_id = publish::buffers().strings.intern_c(wire::STR_API, r.api_name);
+    // SAFETY: a live record's name is a live C string (the runtime's API name table).
+    let api_name_id = unsafe { publish::buffers().strings.intern_c(wire::STR_API, r.api_name) };
     let epoch = crate::thread_seq::EPOCH.load(Relaxed);
     crate::thread_seq::next(r.thread_id, api_name_id).map(|n| (n, epoch))
 }
@@ -300,7 +167,8 @@ pub unsafe fn number(rec: *const ApiRecord) -> Seq {
 /// # Safety
 /// `rec` points to a live 256-byte profiler record whose spill list and names are live.
 pub unsafe fn convert(rec: *const ApiRecord, version: u8, record_index: u64, seq: Seq, emit: &mut dyn FnMut(&GpuOp)) {
-    let r: ApiRecord = std::ptr::read_unaligned(rec);
+    // SAFETY: the caller's promise.
+    let r = unsafe { read_record(rec) };
     if parents(&r) {
         PARENT_RECORDS_SKIPPED.fetch_add(1, Relaxed);
         return;
@@ -317,7 +185,8 @@ pub unsafe fn convert(rec: *const ApiRecord, version: u8, record_index: u64, seq
     if declared > MAX_SPILL {
         counters().spill_truncated.fetch_add(1, Relaxed);
     }
-    let api_name_id = publish::buffers().strings.intern_c(wire::STR_API, r.api_name);
+    // SAFETY: the caller's promise: the record's names are live.
+    let api_name_id = unsafe { publish::buffers().strings.intern_c(wire::STR_API, r.api_name) };
     let mut g = r.gpu;
     for i in 0..n {
         match op_from(&r, &g, version, api_name_id, record_index, seq) {
@@ -333,7 +202,8 @@ pub unsafe fn convert(rec: *const ApiRecord, version: u8, record_index: u64, seq
                 counters().spill_truncated.fetch_add(1, Relaxed);
                 break;
             }
-            g = std::ptr::read_unaligned(g.next);
+            // SAFETY: the caller's promise: the spill list is live.
+            g = unsafe { read_activity(g.next) };
         }
     }
 }
@@ -379,9 +249,6 @@ pub struct DrainState {
     pub deferred: Vec<(u64, usize, Seq)>,
 }
 
-type GetRecordsFn = unsafe extern "C" fn(*mut *const c_void, *mut usize, *mut usize, *mut usize) -> HipError;
-type VoidFn = unsafe extern "C" fn() -> HipError;
-
 /// One GetRecords pass: emits every complete record past the cursor. `final_pass`: emit
 /// incomplete ones too (after Disable, nothing more will complete).
 ///
@@ -392,21 +259,24 @@ pub unsafe fn drain(api: &Api, version: u8, st: &mut DrainState, final_pass: boo
     if !st.deferred.is_empty() {
         st.deferred.retain(|&(index, rec, seq)| {
             let rec = rec as *const ApiRecord;
-            if final_pass || complete(&*rec) {
-                convert(rec, version, index, seq, emit);
+            // SAFETY: a record the runtime handed out earlier and keeps in place (only a v0
+            // Reset moves records, and it waits for this list to empty).
+            if final_pass || unsafe { complete(&*rec) } {
+                // SAFETY: as above.
+                unsafe { convert(rec, version, index, seq, emit) };
                 false
             } else {
                 true
             }
         });
     }
-    let get: GetRecordsFn = std::mem::transmute(api.get_records);
     let mut chunks: *const c_void = std::ptr::null();
     let mut chunk_count: usize = 0;
     // Sentinels: the early v0 contiguous form writes only the first two out-parameters.
     let mut chunk_size: usize = usize::MAX;
     let mut total: usize = usize::MAX;
-    let rc = get(&mut chunks, &mut chunk_count, &mut chunk_size, &mut total);
+    // SAFETY: the caller's promise (the runtime's functions).
+    let rc = unsafe { api.get_records(&mut chunks, &mut chunk_count, &mut chunk_size, &mut total) };
     if rc != 0 {
         record_error(rc);
         return;
@@ -418,21 +288,24 @@ pub unsafe fn drain(api: &Api, version: u8, st: &mut DrainState, final_pass: boo
             return;
         }
         let recs = chunks as *const ApiRecord;
-        consume(recs, 0, total, version, st, final_pass, emit);
+        // SAFETY: the contiguous form: `total` live records at `chunks`.
+        unsafe { consume(recs, 0, total, version, st, final_pass, emit) };
     } else if !chunks.is_null() {
         let table = chunks as *const *const ApiRecord;
         for (c, start, len) in chunk_ranges(chunk_count, chunk_size, total) {
             if start + len <= st.cursor {
                 continue;
             }
-            let p = *table.add(c);
+            // SAFETY: the chunk table has `chunk_count` entries (chunk_ranges stays below it).
+            let p = unsafe { *table.add(c) };
             if p.is_null() {
                 // A chunk the runtime already handed to a chunk callback and freed (a forked
                 // child that switched from callback to draining): nothing to read there.
                 st.cursor = st.cursor.max(start + len);
                 continue;
             }
-            if !consume(p, start, len, version, st, final_pass, emit) {
+            // SAFETY: a live chunk of `len` valid records (chunk_ranges: never past `total`).
+            if !unsafe { consume(p, start, len, version, st, final_pass, emit) } {
                 break;
             }
         }
@@ -449,10 +322,9 @@ pub unsafe fn drain(api: &Api, version: u8, st: &mut DrainState, final_pass: boo
         // Records may have gone uncounted: numbers restart in a new epoch.
         crate::thread_seq::restart();
     }
-    if let Some(reset) = api.reset {
-        if !st.reset_disabled && st.deferred.is_empty() && st.cursor >= RESET_THRESHOLD && st.cursor == total {
-            let reset: VoidFn = std::mem::transmute(reset);
-            let rc = reset();
+    if api.reset.is_some() && !st.reset_disabled && st.deferred.is_empty() && st.cursor >= RESET_THRESHOLD && st.cursor == total {
+        // SAFETY: the caller's promise (the runtime's functions).
+        if let Some(rc) = unsafe { api.reset() } {
             if rc == 0 {
                 st.base += st.cursor as u64;
                 st.cursor = 0;
@@ -468,6 +340,9 @@ pub unsafe fn drain(api: &Api, version: u8, st: &mut DrainState, final_pass: boo
 
 /// Emits records `[max(start, cursor), start+len)` of one chunk; false if it stopped at an
 /// incomplete record.
+///
+/// # Safety
+/// `p` points to `len` live profiler records (whose spill lists and names are live).
 unsafe fn consume(
     p: *const ApiRecord,
     start: usize,
@@ -479,10 +354,11 @@ unsafe fn consume(
 ) -> bool {
     let from = st.cursor.max(start);
     for i in from..start + len {
-        let rec = p.add(i - start);
-        if !final_pass && !complete(&*rec) {
+        // SAFETY (this loop): the caller's promise; `i - start < len`.
+        let rec = unsafe { p.add(i - start) };
+        if !final_pass && !unsafe { complete(&*rec) } {
             if st.deferred.len() < MAX_DEFERRED {
-                st.deferred.push((st.base + i as u64, rec as usize, number(rec)));
+                st.deferred.push((st.base + i as u64, rec as usize, unsafe { number(rec) }));
                 st.cursor = i + 1;
                 continue;
             }
@@ -492,7 +368,7 @@ unsafe fn consume(
             }
         }
         st.stalls = 0;
-        convert(rec, version, st.base + i as u64, number(rec), emit);
+        unsafe { convert(rec, version, st.base + i as u64, number(rec), emit) };
         st.cursor = i + 1;
     }
     true
@@ -532,8 +408,12 @@ unsafe extern "C" fn on_chunk(records: *const u8, count: u32, _chunk_id: u32, _u
         let base = CB_SEQ.fetch_add(count as u64, Relaxed);
         let recs = records as *const ApiRecord;
         for i in 0..count as usize {
-            let rec = recs.add(i);
-            convert(rec, version, base + i as u64, number(rec), &mut |o| publish::emit(o, false));
+            // SAFETY: the runtime hands the callback `count` live records, valid until it
+            // returns (hip_profiler_ext.h); everything is copied before that.
+            unsafe {
+                let rec = recs.add(i);
+                convert(rec, version, base + i as u64, number(rec), &mut |o| publish::emit(o, false));
+            }
         }
         // After the agent's own shutdown (e.g. GPU_CLR_PROFILE_OUTPUT also holds a profiling
         // reference, so the runtime delivers its last slab from its own finaliser): publish
@@ -551,10 +431,8 @@ unsafe extern "C" fn on_chunk(records: *const u8, count: u32, _chunk_id: u32, _u
 pub unsafe fn start(api: Api) -> Result<&'static Active, HipError> {
     let version = api.version();
     let mut callback = false;
-    if let Some(reg) = api.register {
-        type RegFn = unsafe extern "C" fn(Option<ChunkCallback>, *mut c_void) -> HipError;
-        let reg: RegFn = std::mem::transmute(reg);
-        let rc = reg(Some(on_chunk), std::ptr::null_mut());
+    // SAFETY: the caller's promise (the runtime's functions); on_chunk copies what it needs.
+    if let Some(rc) = unsafe { api.register(Some(on_chunk)) } {
         if rc == 0 {
             callback = true;
         } else {
@@ -566,21 +444,16 @@ pub unsafe fn start(api: Api) -> Result<&'static Active, HipError> {
     // before `lo` has one, unless the runtime was already recording (then: unknown).
     let mut fresh = true;
     let lo = crate::clock::monotonic_ns();
-    let rc = if version >= wire::API_V0_1 {
-        type EnableFn = unsafe extern "C" fn(*mut u64, u64) -> HipError;
-        let en: EnableFn = std::mem::transmute(api.enable);
-        let mut start_id = 0u64;
-        let rc = en(&mut start_id, 0);
-        if rc == 0 {
-            publish::INFO.start_record_id.store(start_id, Relaxed);
-            fresh = start_id == 0;
-        }
-        rc
-    } else {
-        fresh = buffered_records(&api) == Some(0);
-        let en: VoidFn = std::mem::transmute(api.enable);
-        en()
-    };
+    if version < wire::API_V0_1 {
+        // SAFETY: the caller's promise (the runtime's functions).
+        fresh = unsafe { buffered_records(&api) } == Some(0);
+    }
+    // SAFETY: the caller's promise (the runtime's functions).
+    let (rc, start_id) = unsafe { api.enable() };
+    if let (0, Some(start_id)) = (rc, start_id) {
+        publish::INFO.start_record_id.store(start_id, Relaxed);
+        fresh = start_id == 0;
+    }
     let hi = crate::clock::monotonic_ns();
     if rc != 0 {
         record_error(rc);
@@ -597,10 +470,10 @@ pub unsafe fn start(api: Api) -> Result<&'static Active, HipError> {
 /// # Safety
 /// `api` holds the runtime's functions.
 unsafe fn buffered_records(api: &Api) -> Option<usize> {
-    let get: GetRecordsFn = std::mem::transmute(api.get_records);
     let mut chunks: *const c_void = std::ptr::null();
     let (mut count, mut size, mut total) = (0usize, usize::MAX, usize::MAX);
-    if get(&mut chunks, &mut count, &mut size, &mut total) != 0 {
+    // SAFETY: the caller's promise (the runtime's functions).
+    if unsafe { api.get_records(&mut chunks, &mut count, &mut size, &mut total) } != 0 {
         return None;
     }
     // The early contiguous form writes only the first two.
@@ -613,13 +486,11 @@ unsafe fn buffered_records(api: &Api) -> Option<usize> {
 /// handler: the runtime's locks may have been held by a parent thread at the fork).
 pub fn fork_child_switch_to_drain() -> bool {
     let Some(a) = ACTIVE.get() else { return false };
-    let Some(reg) = a.api.register else { return false };
-    if !a.callback.load(Acquire) {
+    if a.api.register.is_none() || !a.callback.load(Acquire) {
         return false;
     }
-    type RegFn = unsafe extern "C" fn(Option<ChunkCallback>, *mut c_void) -> HipError;
-    // SAFETY: the runtime's registration function; NULL unregisters.
-    let rc = unsafe { std::mem::transmute::<*const c_void, RegFn>(reg)(None, std::ptr::null_mut()) };
+    // SAFETY: the API was resolved from the loaded runtime; NULL unregisters.
+    let rc = unsafe { a.api.register(None) }.unwrap_or(0);
     if rc != 0 {
         record_error(rc);
         return false;
@@ -650,17 +521,7 @@ pub fn stop() {
         poll(false);
     }
     // SAFETY: the API was resolved from the loaded runtime.
-    let rc = unsafe {
-        if a.version >= wire::API_V0_1 {
-            type DisableFn = unsafe extern "C" fn(*mut u64) -> HipError;
-            let d: DisableFn = std::mem::transmute(a.api.disable);
-            let mut end = 0u64;
-            d(&mut end)
-        } else {
-            let d: VoidFn = std::mem::transmute(a.api.disable);
-            d()
-        }
-    };
+    let rc = unsafe { a.api.disable() };
     if rc != 0 {
         record_error(rc);
     }
@@ -746,19 +607,22 @@ pub(crate) mod tests {
     }
 
     unsafe extern "C" fn fake_get(chunks: *mut *const c_void, cc: *mut usize, cs: *mut usize, total: *mut usize) -> HipError {
-        let g = FAKE.lock().unwrap();
-        let f = g.as_ref().unwrap();
-        if f.contiguous {
-            *chunks = f.table.first().map_or(std::ptr::null(), |p| *p as *const c_void);
-            *cc = f.total;
-            return 0;
+        // SAFETY: the out pointers of GetRecords, valid (the code under test passes its locals).
+        unsafe {
+            let g = FAKE.lock().unwrap();
+            let f = g.as_ref().unwrap();
+            if f.contiguous {
+                *chunks = f.table.first().map_or(std::ptr::null(), |p| *p as *const c_void);
+                *cc = f.total;
+                return 0;
+            }
+            *chunks = f.table.as_ptr() as *const c_void;
+            // Report one chunk more than needed: the guarded loop must not underflow.
+            *cc = f.chunks.len() + 1;
+            *cs = f.chunk_size;
+            *total = f.total;
+            0
         }
-        *chunks = f.table.as_ptr() as *const c_void;
-        // Report one chunk more than needed: the guarded loop must not underflow.
-        *cc = f.chunks.len() + 1;
-        *cs = f.chunk_size;
-        *total = f.total;
-        0
     }
     unsafe extern "C" fn fake_reset() -> HipError {
         let mut g = FAKE.lock().unwrap();
