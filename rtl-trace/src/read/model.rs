@@ -13,7 +13,7 @@ use anyhow::Result;
 use rusqlite::Connection;
 
 use super::GPU_PID_BASE;
-use crate::probe::apis::RetKind;
+use crate::api_meaning::RetKind;
 
 /// tid offset of a thread's roctx track, and of extra overlap lanes (`lane * LANE_TID`).
 pub(crate) const ROCTX_TID_BASE: i64 = 1 << 29;

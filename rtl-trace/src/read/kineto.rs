@@ -456,9 +456,9 @@ fn write_file(
 /// Writes `db` as Kineto-conventional Chrome trace JSON: to `out`, or with `per_process` one
 /// file per traced process beside it (`NAME.pid<PID>.json[.gz]`, plus `NAME.unattributed...`
 /// when needed). `out` must end in `.json` or `.json.gz` (gzip for the latter).
-pub fn convert_kineto(db: &Path, out: &Path, per_process: bool) -> Result<KinetoOutput> {
+pub fn convert_kineto(db: &Path, facts: crate::api_meaning::ApiFacts, out: &Path, per_process: bool) -> Result<KinetoOutput> {
     let (stem, suffix) = split_name(out)?;
-    let trace = super::open_trace(db)?;
+    let trace = super::open_trace(db, facts)?;
     let conn: &Connection = &trace;
     model::bounded_memory(conn)?;
     build_op_owners(conn)?;

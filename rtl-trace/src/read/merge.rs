@@ -19,9 +19,10 @@ use std::os::unix::fs::MetadataExt;
 
 use rusqlite::{params, Connection, OptionalExtension};
 
+use crate::api_meaning::ApiFacts;
 use crate::error::Fatal;
 
-use crate::trace::schema;
+use crate::schema;
 
 /// RPD's multi-node strides (also written into the output's metadata).
 pub const PID_STRIDE: i64 = 10_000_000;
@@ -87,8 +88,8 @@ fn meta(c: &Connection, tag: &str) -> Result<Option<String>> {
 
 /// Opens one input (validated, migrated in a private copy when needed, see
 /// [`super::open_trace`]) and reads its host name and clock offset.
-fn prepare(path: &Path) -> Result<(super::Trace, String, Option<i64>)> {
-    let t = super::open_trace(path)?;
+fn prepare(path: &Path, facts: ApiFacts) -> Result<(super::Trace, String, Option<i64>)> {
+    let t = super::open_trace(path, facts)?;
     let host = meta(&t, "hostname")?.or(meta(&t, "host")?).or(meta(&t, "node")?).unwrap_or_default();
     let rmm = meta(&t, "realtime_minus_monotonic_ns")?.and_then(|v| v.trim().parse::<i64>().ok());
     Ok((t, host, rmm))
@@ -99,7 +100,7 @@ fn count(c: &Connection, table: &str) -> Result<i64> {
 }
 
 /// Merges `inputs` into a new trace `out` (replaced if it exists).
-pub fn merge(inputs: &[PathBuf], out: &Path, out_host_tag: bool) -> Result<MergeStats> {
+pub fn merge(inputs: &[PathBuf], facts: ApiFacts, out: &Path, out_host_tag: bool) -> Result<MergeStats> {
     if inputs.is_empty() {
         bail!("merge: no input traces given");
     }
@@ -122,7 +123,7 @@ pub fn merge(inputs: &[PathBuf], out: &Path, out_host_tag: bool) -> Result<Merge
     // Validate and migrate every input before writing anything.
     let mut prepared = vec![];
     for p in inputs {
-        prepared.push(prepare(p)?);
+        prepared.push(prepare(p, facts)?);
     }
     // The output is built in a private directory (0700, random name) beside it and renamed into
     // place: nothing another user planted can be followed or replayed into it.
@@ -391,7 +392,7 @@ pub fn merge(inputs: &[PathBuf], out: &Path, out_host_tag: bool) -> Result<Merge
             stats.rows.insert(t.to_string(), count(&c, t)?);
         }
         drop(c);
-        crate::trace::writer::chown_to_invoker(&tmp);
+        crate::writer::chown_to_invoker(&tmp);
         std::fs::rename(&tmp, out).map_err(|e| anyhow::anyhow!(Fatal::Output(format!("{shown}: cannot write: {e}"))))?;
         Ok(stats)
     })();

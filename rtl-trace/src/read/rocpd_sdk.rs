@@ -318,8 +318,8 @@ fn meta(src: &Connection, tag: &str) -> Result<Option<String>> {
 }
 
 /// Writes `db` as a rocprofiler-sdk rocpd database (schema 3.0) to `out`.
-pub fn convert_rocpd_sdk(db: &Path, out: &Path) -> Result<SdkStats> {
-    let trace = super::open_trace(db)?;
+pub fn convert_rocpd_sdk(db: &Path, facts: crate::api_meaning::ApiFacts, out: &Path) -> Result<SdkStats> {
+    let trace = super::open_trace(db, facts)?;
     model::bounded_memory(&trace)?;
     super::refuse_output_that_is_an_input(out, &[db])?;
     let shown = crate::term::path(out);
@@ -342,7 +342,7 @@ pub fn convert_rocpd_sdk(db: &Path, out: &Path) -> Result<SdkStats> {
             .map_err(|e| anyhow!(Fatal::Output(format!("{shown}: cannot create: {e}"))))?;
     }
     let stats = write(&trace, &tmp).with_context(|| format!("converting {} to {}", db.display(), out.display()))?;
-    crate::trace::writer::chown_to_invoker(&tmp);
+    crate::writer::chown_to_invoker(&tmp);
     std::fs::rename(&tmp, out).map_err(|e| anyhow!(Fatal::Output(format!("{shown}: cannot write: {e}"))))?;
     Ok(stats)
 }

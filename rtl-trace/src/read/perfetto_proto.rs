@@ -353,8 +353,8 @@ impl<W: Write + Send> PartSink for ProtoSink<W> {
 }
 
 /// Writes `db` as a Perfetto protobuf trace to `out`.
-pub fn convert_perfetto_proto(db: &Path, out: &Path) -> Result<()> {
-    let conn = super::open_trace(db)?;
+pub fn convert_perfetto_proto(db: &Path, facts: crate::api_meaning::ApiFacts, out: &Path) -> Result<()> {
+    let conn = super::open_trace(db, facts)?;
     model::bounded_memory(&conn)?;
     let (f, guard) = super::OutFile::create(&[db], out)?;
     let mut sink = ProtoSink::new(BufWriter::with_capacity(1 << 20, f), SEQ_ID, HashSet::new());

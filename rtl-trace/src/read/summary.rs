@@ -595,12 +595,12 @@ fn is_drop_tag(tag: &str) -> bool {
 
 /// Demangles C++ kernel names (`_Z...`, bounded); others unchanged.
 pub(crate) fn pretty_name(s: &str) -> String {
-    crate::probe::demangle::demangle_or_keep(s)
+    crate::demangle::demangle_or_keep(s)
 }
 
 /// Computes the summary of `db` (the data behind every output format).
-pub fn summary_data(db: &Path, top: usize) -> Result<Summary> {
-    let conn = super::open_trace(db)?;
+pub fn summary_data(db: &Path, facts: crate::api_meaning::ApiFacts, top: usize) -> Result<Summary> {
+    let conn = super::open_trace(db, facts)?;
     let scans = run_scans(&conn).with_context(|| format!("{}: summarising", db.display()))?;
     let names = super::model::strings(&conn)?;
     let name = |id: i64| names.get(&id).cloned().unwrap_or_else(|| format!("<string {id}>"));
@@ -662,7 +662,7 @@ pub fn summary_data(db: &Path, top: usize) -> Result<Summary> {
         .into_iter()
         .map(|((n, code), count)| {
             let api = name(n);
-            let code_name = if meanings.get(&n).is_some_and(|m| m.ret == crate::probe::apis::RetKind::HipError) {
+            let code_name = if meanings.get(&n).is_some_and(|m| m.ret == crate::api_meaning::RetKind::HipError) {
                 super::model::hip_error_name(code)
             } else {
                 code.to_string()
@@ -1222,11 +1222,11 @@ fn write_text(s: &Summary, out: &mut dyn Write) -> Result<()> {
 
 /// `rtl-ebpf summary`: writes the summary of `db` to `out` (tables, or JSON with `opts.json`),
 /// and the HTML report to `opts.html` when given.
-pub fn summary(db: &Path, opts: &SummaryOptions, out: &mut dyn Write) -> Result<()> {
+pub fn summary(db: &Path, facts: crate::api_meaning::ApiFacts, opts: &SummaryOptions, out: &mut dyn Write) -> Result<()> {
     if let Some(h) = &opts.html {
         super::refuse_output_that_is_an_input(h, &[db])?;
     }
-    let s = summary_data(db, opts.top)?;
+    let s = summary_data(db, facts, opts.top)?;
     if let Some(h) = &opts.html {
         super::html::write_report(&s, db, h)?;
     }

@@ -8,8 +8,8 @@ use std::collections::HashMap;
 use anyhow::Result;
 use rusqlite::Connection;
 
-use crate::probe::apis::RetKind;
-use crate::trace::schema::PROFILER_ONLY_ARGS;
+use crate::api_meaning::RetKind;
+use crate::schema::PROFILER_ONLY_ARGS;
 
 /// `rtl_api_meaning.ret_kind` values whose non-zero returns are failures, for SQL `IN`.
 pub(crate) const ERROR_KINDS_SQL: &str = "('hipError_t', 'CUresult', 'cudaError_t')";

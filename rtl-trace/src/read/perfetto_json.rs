@@ -138,8 +138,8 @@ fn write_all(conn: &super::Trace, db: &Path, out: &Path, w: &mut dyn Write) -> R
 }
 
 /// Writes `db` as Chrome trace JSON to `out` (gzip-compressed when `out` ends in `.gz`).
-pub fn convert_perfetto_json(db: &Path, out: &Path) -> Result<()> {
-    let conn = super::open_trace(db)?;
+pub fn convert_perfetto_json(db: &Path, facts: crate::api_meaning::ApiFacts, out: &Path) -> Result<()> {
+    let conn = super::open_trace(db, facts)?;
     model::bounded_memory(&conn)?;
     let (f, guard) = super::OutFile::create(&[db], out)?;
     let gz = out.extension().is_some_and(|e| e == "gz");
