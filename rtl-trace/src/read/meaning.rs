@@ -71,6 +71,100 @@ pub(crate) fn arg(m: Option<&Meaning>, status: i64, i: usize) -> (&str, bool) {
     }
 }
 
+/// Meaning of `rtl_api.status` (the writer's `CallStatus`).
+pub(crate) fn status_name(status: i64) -> &'static str {
+    match status {
+        0 => "complete",
+        1 => "thread exited inside the call",
+        2 => "exec inside the call",
+        3 => "trace ended inside the call",
+        4 => "return lost (unmatched)",
+        5 => "seen by the profiler only",
+        _ => "unknown status",
+    }
+}
+
+/// hipError_t names (hip_runtime_api.h) for the values a call can return.
+pub(crate) fn hip_error_name(code: i64) -> String {
+    let n = match code {
+        0 => "hipSuccess",
+        1 => "hipErrorInvalidValue",
+        2 => "hipErrorOutOfMemory",
+        3 => "hipErrorNotInitialized",
+        4 => "hipErrorDeinitialized",
+        5 => "hipErrorProfilerDisabled",
+        6 => "hipErrorProfilerNotInitialized",
+        7 => "hipErrorProfilerAlreadyStarted",
+        8 => "hipErrorProfilerAlreadyStopped",
+        9 => "hipErrorInvalidConfiguration",
+        12 => "hipErrorInvalidPitchValue",
+        13 => "hipErrorInvalidSymbol",
+        17 => "hipErrorInvalidDevicePointer",
+        21 => "hipErrorInvalidMemcpyDirection",
+        35 => "hipErrorInsufficientDriver",
+        52 => "hipErrorMissingConfiguration",
+        53 => "hipErrorPriorLaunchFailure",
+        98 => "hipErrorInvalidDeviceFunction",
+        100 => "hipErrorNoDevice",
+        101 => "hipErrorInvalidDevice",
+        200 => "hipErrorInvalidImage",
+        201 => "hipErrorInvalidContext",
+        202 => "hipErrorContextAlreadyCurrent",
+        205 => "hipErrorMapFailed",
+        206 => "hipErrorUnmapFailed",
+        207 => "hipErrorArrayIsMapped",
+        208 => "hipErrorAlreadyMapped",
+        209 => "hipErrorNoBinaryForGpu",
+        210 => "hipErrorAlreadyAcquired",
+        211 => "hipErrorNotMapped",
+        212 => "hipErrorNotMappedAsArray",
+        213 => "hipErrorNotMappedAsPointer",
+        214 => "hipErrorECCNotCorrectable",
+        215 => "hipErrorUnsupportedLimit",
+        216 => "hipErrorContextAlreadyInUse",
+        217 => "hipErrorPeerAccessUnsupported",
+        218 => "hipErrorInvalidKernelFile",
+        219 => "hipErrorInvalidGraphicsContext",
+        300 => "hipErrorInvalidSource",
+        301 => "hipErrorFileNotFound",
+        302 => "hipErrorSharedObjectSymbolNotFound",
+        303 => "hipErrorSharedObjectInitFailed",
+        304 => "hipErrorOperatingSystem",
+        400 => "hipErrorInvalidHandle",
+        401 => "hipErrorIllegalState",
+        500 => "hipErrorNotFound",
+        600 => "hipErrorNotReady",
+        700 => "hipErrorIllegalAddress",
+        701 => "hipErrorLaunchOutOfResources",
+        702 => "hipErrorLaunchTimeOut",
+        704 => "hipErrorPeerAccessAlreadyEnabled",
+        705 => "hipErrorPeerAccessNotEnabled",
+        708 => "hipErrorSetOnActiveProcess",
+        709 => "hipErrorContextIsDestroyed",
+        710 => "hipErrorAssert",
+        712 => "hipErrorHostMemoryAlreadyRegistered",
+        713 => "hipErrorHostMemoryNotRegistered",
+        719 => "hipErrorLaunchFailure",
+        720 => "hipErrorCooperativeLaunchTooLarge",
+        801 => "hipErrorNotSupported",
+        900 => "hipErrorStreamCaptureUnsupported",
+        901 => "hipErrorStreamCaptureInvalidated",
+        902 => "hipErrorStreamCaptureMerge",
+        903 => "hipErrorStreamCaptureUnmatched",
+        904 => "hipErrorStreamCaptureUnjoined",
+        905 => "hipErrorStreamCaptureIsolation",
+        906 => "hipErrorStreamCaptureImplicit",
+        907 => "hipErrorCapturedEvent",
+        908 => "hipErrorStreamCaptureWrongThread",
+        910 => "hipErrorGraphExecUpdateFailure",
+        999 => "hipErrorUnknown",
+        1052 => "hipErrorRuntimeMemory",
+        1053 => "hipErrorRuntimeOther",
+        _ => return format!("hipError_t {code}"),
+    };
+    n.to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -87,9 +87,9 @@ fn meta(c: &Connection, tag: &str) -> Result<Option<String>> {
 }
 
 /// Opens one input (validated, migrated in a private copy when needed, see
-/// [`super::open_trace`]) and reads its host name and clock offset.
-fn prepare(path: &Path, facts: ApiFacts) -> Result<(super::Trace, String, Option<i64>)> {
-    let t = super::open_trace(path, facts)?;
+/// [`super::open::open_trace`]) and reads its host name and clock offset.
+fn prepare(path: &Path, facts: ApiFacts) -> Result<(super::open::Trace, String, Option<i64>)> {
+    let t = super::open::open_trace(path, facts)?;
     let host = meta(&t, "hostname")?.or(meta(&t, "host")?).or(meta(&t, "node")?).unwrap_or_default();
     let rmm = meta(&t, "realtime_minus_monotonic_ns")?.and_then(|v| v.trim().parse::<i64>().ok());
     Ok((t, host, rmm))
@@ -119,7 +119,7 @@ pub fn merge(inputs: &[PathBuf], facts: ApiFacts, out: &Path, out_host_tag: bool
         }
     }
     let input_refs: Vec<&Path> = inputs.iter().map(PathBuf::as_path).collect();
-    super::refuse_output_that_is_an_input(out, &input_refs)?;
+    super::open::refuse_output_that_is_an_input(out, &input_refs)?;
     // Validate and migrate every input before writing anything.
     let mut prepared = vec![];
     for p in inputs {
@@ -372,7 +372,7 @@ pub fn merge(inputs: &[PathBuf], facts: ApiFacts, out: &Path, out_host_tag: bool
             }
         }
         {
-            let words = super::summary::LOSS_WORDS.iter().map(|w| format!("t LIKE '%{w}%'")).collect::<Vec<_>>().join(" OR ");
+            let words = super::metadata::LOSS_WORDS.iter().map(|w| format!("t LIKE '%{w}%'")).collect::<Vec<_>>().join(" OR ");
             let mut st = c.prepare(&format!(
                 "SELECT substr(tag, instr(tag, '.') + 1) AS t, sum(CAST(value AS INTEGER)) FROM rocpd_metadata
                  WHERE tag GLOB 'input[0-9]*.*' AND CAST(value AS INTEGER) || '' = trim(value)
