@@ -12,7 +12,8 @@ pub mod calls;
 pub mod gpu;
 pub mod markers;
 pub mod proc_info;
-pub mod rows;
+// The rows the joiner produces are the trace's vocabulary (rtl-trace).
+pub use rtl_trace::rows;
 pub mod sequence;
 pub mod strings;
 pub mod thread_hash;

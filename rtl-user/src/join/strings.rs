@@ -3,7 +3,7 @@
 //! Every string here comes from a process that may be hostile: the agent's string records (any
 //! process can publish forged batches) and kernel names from `__hipRegisterFunction` /
 //! `hipModuleGetFunction`. So:
-//! * one name is at most [`MAX_NAME_BYTES`]; demangling is bounded by `probe/demangle.rs` (a
+//! * one name is at most [`MAX_NAME_BYTES`]; demangling is bounded by `rtl_trace::demangle` (a
 //!   458-byte mangled name can expand to 126 MB: back-references double it at every level; the
 //!   demangler stops at `MAX_DEMANGLED` bytes of output and the name ends in `...`), counted;
 //! * a process holds at most [`PER_PROCESS_NAMES`] names and [`PER_PROCESS_BYTES`] of them,

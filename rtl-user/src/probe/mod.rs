@@ -4,7 +4,8 @@
 //! kernel facts they need ([`btf`], [`dynamic_loader`]).
 pub mod apis;
 pub mod btf;
-pub mod demangle;
+// Bounded demangling, shared with the trace readers.
+pub use rtl_trace::demangle;
 pub mod dynamic_loader;
 pub mod hip_returns;
 pub mod library;

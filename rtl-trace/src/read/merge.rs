@@ -19,9 +19,10 @@ use std::os::unix::fs::MetadataExt;
 
 use rusqlite::{params, Connection, OptionalExtension};
 
+use crate::api_meaning::ApiFacts;
 use crate::error::Fatal;
 
-use crate::trace::schema;
+use crate::schema;
 
 /// RPD's multi-node strides (also written into the output's metadata).
 pub const PID_STRIDE: i64 = 10_000_000;
@@ -86,9 +87,9 @@ fn meta(c: &Connection, tag: &str) -> Result<Option<String>> {
 }
 
 /// Opens one input (validated, migrated in a private copy when needed, see
-/// [`super::open_trace`]) and reads its host name and clock offset.
-fn prepare(path: &Path) -> Result<(super::Trace, String, Option<i64>)> {
-    let t = super::open_trace(path)?;
+/// [`super::open::open_trace`]) and reads its host name and clock offset.
+fn prepare(path: &Path, facts: ApiFacts) -> Result<(super::open::Trace, String, Option<i64>)> {
+    let t = super::open::open_trace(path, facts)?;
     let host = meta(&t, "hostname")?.or(meta(&t, "host")?).or(meta(&t, "node")?).unwrap_or_default();
     let rmm = meta(&t, "realtime_minus_monotonic_ns")?.and_then(|v| v.trim().parse::<i64>().ok());
     Ok((t, host, rmm))
@@ -99,7 +100,7 @@ fn count(c: &Connection, table: &str) -> Result<i64> {
 }
 
 /// Merges `inputs` into a new trace `out` (replaced if it exists).
-pub fn merge(inputs: &[PathBuf], out: &Path, out_host_tag: bool) -> Result<MergeStats> {
+pub fn merge(inputs: &[PathBuf], facts: ApiFacts, out: &Path, out_host_tag: bool) -> Result<MergeStats> {
     if inputs.is_empty() {
         bail!("merge: no input traces given");
     }
@@ -118,11 +119,11 @@ pub fn merge(inputs: &[PathBuf], out: &Path, out_host_tag: bool) -> Result<Merge
         }
     }
     let input_refs: Vec<&Path> = inputs.iter().map(PathBuf::as_path).collect();
-    super::refuse_output_that_is_an_input(out, &input_refs)?;
+    super::open::refuse_output_that_is_an_input(out, &input_refs)?;
     // Validate and migrate every input before writing anything.
     let mut prepared = vec![];
     for p in inputs {
-        prepared.push(prepare(p)?);
+        prepared.push(prepare(p, facts)?);
     }
     // The output is built in a private directory (0700, random name) beside it and renamed into
     // place: nothing another user planted can be followed or replayed into it.
@@ -371,7 +372,7 @@ pub fn merge(inputs: &[PathBuf], out: &Path, out_host_tag: bool) -> Result<Merge
             }
         }
         {
-            let words = super::summary::LOSS_WORDS.iter().map(|w| format!("t LIKE '%{w}%'")).collect::<Vec<_>>().join(" OR ");
+            let words = super::metadata::LOSS_WORDS.iter().map(|w| format!("t LIKE '%{w}%'")).collect::<Vec<_>>().join(" OR ");
             let mut st = c.prepare(&format!(
                 "SELECT substr(tag, instr(tag, '.') + 1) AS t, sum(CAST(value AS INTEGER)) FROM rocpd_metadata
                  WHERE tag GLOB 'input[0-9]*.*' AND CAST(value AS INTEGER) || '' = trim(value)
@@ -391,7 +392,7 @@ pub fn merge(inputs: &[PathBuf], out: &Path, out_host_tag: bool) -> Result<Merge
             stats.rows.insert(t.to_string(), count(&c, t)?);
         }
         drop(c);
-        crate::trace::writer::chown_to_invoker(&tmp);
+        crate::writer::chown_to_invoker(&tmp);
         std::fs::rename(&tmp, out).map_err(|e| anyhow::anyhow!(Fatal::Output(format!("{shown}: cannot write: {e}"))))?;
         Ok(stats)
     })();

@@ -15,7 +15,7 @@ use rusqlite::{params, Connection};
 
 use super::schema;
 use crate::error::Fatal;
-use crate::join::rows::Row;
+use crate::rows::Row;
 
 /// Rows written so far (after commit).
 #[derive(Debug, Default, Clone, Copy)]
@@ -346,7 +346,7 @@ impl TraceWriter {
                             Row::ApiMeaning(m) => {
                                 let name = intern(&m.name, &tx)?;
                                 let arg = |i: usize| m.args[i].map(|a| a.name);
-                                let hex = crate::probe::apis::hex_mask(&m.args);
+                                let hex = crate::api_meaning::hex_mask(&m.args);
                                 tx.prepare_cached(
                                     "INSERT OR IGNORE INTO rtl_api_meaning (apiName_id, ret_kind, a0, a1, a2, a3, hex) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
                                 )?

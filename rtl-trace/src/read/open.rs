@@ -1,14 +1,7 @@
-//! Reading traces: `summary` (terminal / JSON / HTML), conversion to Perfetto (Chrome JSON and
-//! native protobuf), and `merge`. See docs/reading-traces.md.
-//!
-//! Every entry point opens its input through [`open_trace`], which checks the file (clear errors
-//! for non-SQLite, truncated or non-trace files), never writes it, and never lets SQLite replay a
-//! journal or write-ahead log that the trace's owner did not write (see [`open_trace`]). Older
-//! layouts are migrated ([`crate::trace::migrate`]) in a private copy. Every output is created
-//! new, private (0600) and under a random name beside it, then renamed into place
-//! ([`OutFile`]): nothing planted at a predictable name is followed or written through. Nothing
-//! here prints: output goes to the writer or file given.
+//! Opening a trace for reading ([`open_trace`]: checked, never written, older layouts migrated
+//! in a private copy), its string table, and the outputs the readers write ([`OutFile`]).
 
+use std::collections::HashMap;
 use std::fs::File;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -16,25 +9,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{anyhow, Context, Result};
 use rusqlite::{Connection, OpenFlags};
 
-mod html;
-mod kineto;
-mod meaning;
-mod merge;
-mod model;
-mod perfetto_json;
-mod perfetto_proto;
-mod rocpd_sdk;
-mod summary;
-
-pub use kineto::{convert_kineto, KinetoOutput};
-pub use merge::{merge, MergeStats, MergedInput, MERGED_TABLES};
-pub use perfetto_json::convert_perfetto_json;
-pub use perfetto_proto::convert_perfetto_proto;
-pub use rocpd_sdk::{convert_rocpd_sdk, SdkStats, SDK_SCHEMA_VERSION};
-pub use summary::{summary, summary_data, Summary, SummaryOptions, TIMELINE_BINS};
-
+use crate::api_meaning::ApiFacts;
 use crate::error::Fatal;
-use crate::trace::migrate;
+use crate::migrate;
 
 /// A trace open for reading (see [`open_trace`]); derefs to its SQLite connection.
 pub struct Trace {
@@ -149,9 +126,11 @@ fn side_file(real: &Path, suffix: &'static str, trace: &std::fs::Metadata) -> Re
 ///   an older layout that needs migrating, is copied (with that file) into a private directory
 ///   and read there: SQLite applies the journal / log and the migration to the copy only.
 ///
+/// `facts`: the API table for a trace that predates `rtl_api_meaning` ([`migrate::migrate`]).
+///
 /// Errors carry [`Fatal::BadTrace`] (exit code 8).
-pub fn open_trace(path: &Path) -> Result<Trace> {
-    open_inner(path).map_err(|e| {
+pub fn open_trace(path: &Path, facts: ApiFacts) -> Result<Trace> {
+    open_inner(path, facts).map_err(|e| {
         if e.chain().any(|c| c.downcast_ref::<Fatal>().is_some()) {
             e
         } else {
@@ -160,7 +139,7 @@ pub fn open_trace(path: &Path) -> Result<Trace> {
     })
 }
 
-fn open_inner(path: &Path) -> Result<Trace> {
+fn open_inner(path: &Path, facts: ApiFacts) -> Result<Trace> {
     let name = path.display().to_string();
     // SQLite names the side files after the file the path resolves to.
     let real = std::fs::canonicalize(path).with_context(|| format!("{name}: cannot open the trace"))?;
@@ -183,7 +162,7 @@ fn open_inner(path: &Path) -> Result<Trace> {
     let has_wal = sides.iter().any(|s| s.suffix == "-wal");
     migrate::check_header(&name, &mut f, meta.len(), has_wal)?;
     if !sides.is_empty() {
-        return private_copy(&name, &mut f, &mut sides);
+        return private_copy(&name, &mut f, &mut sides, facts);
     }
     let uri = file_uri(&real, "mode=ro&immutable=1");
     let conn =
@@ -200,12 +179,12 @@ fn open_inner(path: &Path) -> Result<Trace> {
         return Ok(Trace { conn, uri, _copy: None, copied: false });
     }
     drop(conn);
-    private_copy(&name, &mut f, &mut [])
+    private_copy(&name, &mut f, &mut [], facts)
 }
 
 /// Copies the trace (and its owner's journal / log) into a private directory, opens the copy
 /// read-write there (SQLite applies the journal or log to the copy) and migrates it.
-fn private_copy(name: &str, f: &mut File, sides: &mut [Side]) -> Result<Trace> {
+fn private_copy(name: &str, f: &mut File, sides: &mut [Side], facts: ApiFacts) -> Result<Trace> {
     use std::io::Seek;
     let dir = tempfile::Builder::new()
         .prefix("rtl-read-")
@@ -244,7 +223,7 @@ fn private_copy(name: &str, f: &mut File, sides: &mut [Side]) -> Result<Trace> {
     let conn = Connection::open_with_flags(&copy, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX)
         .with_context(|| format!("{name}: cannot open as SQLite"))?;
     tune(&conn, name)?;
-    migrate::migrate(&conn).with_context(|| format!("{name} (migrated in a private copy; the file itself is not changed)"))?;
+    migrate::migrate(&conn, facts).with_context(|| format!("{name} (migrated in a private copy; the file itself is not changed)"))?;
     // Fold a log into the copy, so that the read-only reopens see one plain file.
     conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE); PRAGMA journal_mode = DELETE;")
         .with_context(|| format!("{name}: applying its write-ahead log to the working copy"))?;
@@ -279,9 +258,14 @@ pub(crate) fn refuse_output_that_is_an_input(out: &Path, inputs: &[&Path]) -> Re
     Ok(())
 }
 
-/// Track id offset for GPU devices in the Perfetto outputs (a pid no real process has:
-/// Linux pids are below 2^22).
-pub const GPU_PID_BASE: i64 = 1 << 24;
+/// The string table: id -> string.
+pub(crate) fn strings(conn: &Connection) -> Result<HashMap<i64, String>> {
+    let mut st = conn.prepare("SELECT id, string FROM rocpd_string")?;
+    let m = st
+        .query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, Option<String>>(1)?.unwrap_or_default())))?
+        .collect::<Result<HashMap<_, _>, _>>()?;
+    Ok(m)
+}
 
 /// An output file written through a temporary file beside it (random name, created
 /// exclusively, mode 0600: outputs hold command lines like the trace) and renamed into place by
@@ -316,7 +300,7 @@ impl OutFile {
     }
 
     pub(crate) fn commit(self) -> Result<()> {
-        crate::trace::writer::chown_to_invoker(&self.tmp);
+        crate::writer::chown_to_invoker(&self.tmp);
         let shown = crate::term::path(&self.out);
         self.tmp.persist(&self.out).map_err(|e| anyhow!(Fatal::Output(format!("{shown}: cannot write: {}", e.error))))?;
         Ok(())

@@ -6,7 +6,8 @@ use std::path::Path;
 
 use anyhow::Result;
 
-use super::summary::{dur, Summary};
+use super::data::Summary;
+use super::text::dur;
 
 fn esc(s: &str) -> String {
     let mut o = String::with_capacity(s.len());
@@ -232,10 +233,10 @@ pub fn render(s: &Summary) -> String {
 }
 
 /// Writes the report page to `path`.
-/// Writes the report to `path` (never over the trace `db`; see [`super::OutFile`]).
+/// Writes the report to `path` (never over the trace `db`; see [`crate::read::open::OutFile`]).
 pub fn write_report(s: &Summary, db: &Path, path: &Path) -> Result<()> {
     use std::io::Write as _;
-    let (mut f, out) = super::OutFile::create(&[db], path)?;
+    let (mut f, out) = crate::read::open::OutFile::create(&[db], path)?;
     f.write_all(render(s).as_bytes()).and_then(|_| f.flush()).map_err(|e| {
         anyhow::anyhow!(crate::error::Fatal::Output(format!("{}: cannot write the HTML report: {e}", crate::term::path(path))))
     })?;

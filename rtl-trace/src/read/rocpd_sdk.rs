@@ -33,7 +33,7 @@ use std::path::Path;
 use anyhow::{anyhow, Context, Result};
 use rusqlite::{params, Connection, OpenFlags};
 
-use super::model::{self, Sink, Slice, LANE_TID, MARKER_PID};
+use super::timeline::{self, Sink, Slice, LANE_TID, MARKER_PID};
 use crate::error::Fatal;
 
 /// The schema version written into `rocpd_metadata`.
@@ -318,10 +318,10 @@ fn meta(src: &Connection, tag: &str) -> Result<Option<String>> {
 }
 
 /// Writes `db` as a rocprofiler-sdk rocpd database (schema 3.0) to `out`.
-pub fn convert_rocpd_sdk(db: &Path, out: &Path) -> Result<SdkStats> {
-    let trace = super::open_trace(db)?;
-    model::bounded_memory(&trace)?;
-    super::refuse_output_that_is_an_input(out, &[db])?;
+pub fn convert_rocpd_sdk(db: &Path, facts: crate::api_meaning::ApiFacts, out: &Path) -> Result<SdkStats> {
+    let trace = super::open::open_trace(db, facts)?;
+    timeline::bounded_memory(&trace)?;
+    super::open::refuse_output_that_is_an_input(out, &[db])?;
     let shown = crate::term::path(out);
     let dir = match out.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
@@ -342,12 +342,12 @@ pub fn convert_rocpd_sdk(db: &Path, out: &Path) -> Result<SdkStats> {
             .map_err(|e| anyhow!(Fatal::Output(format!("{shown}: cannot create: {e}"))))?;
     }
     let stats = write(&trace, &tmp).with_context(|| format!("converting {} to {}", db.display(), out.display()))?;
-    crate::trace::writer::chown_to_invoker(&tmp);
+    crate::writer::chown_to_invoker(&tmp);
     std::fs::rename(&tmp, out).map_err(|e| anyhow!(Fatal::Output(format!("{shown}: cannot write: {e}"))))?;
     Ok(stats)
 }
 
-fn write(trace: &super::Trace, tmp: &Path) -> Result<SdkStats> {
+fn write(trace: &super::open::Trace, tmp: &Path) -> Result<SdkStats> {
     let src: &Connection = trace;
     let c =
         Connection::open_with_flags(tmp, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_URI | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
@@ -545,9 +545,9 @@ fn write(trace: &super::Trace, tmp: &Path) -> Result<SdkStats> {
     stats.memory_copies = c.query_row(&format!("SELECT count(*) FROM {}", t("rocpd_memory_copy")), [], |r| r.get(0))?;
 
     // roctx / NVTX ranges: regions named by their text.
-    let prelude = model::prelude(src)?;
+    let prelude = timeline::prelude(src)?;
     let mut markers = Markers::default();
-    model::emit_markers(src, &prelude, &mut markers)?;
+    timeline::emit_markers(src, &prelude, &mut markers)?;
     stats.unattributed_markers_left_out = markers.1;
     let max_op: i64 = src.query_row("SELECT coalesce(max(id), 0) FROM rocpd_op", [], |r| r.get(0))?;
     let mut next = max_api + max_op + 1;

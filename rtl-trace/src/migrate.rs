@@ -8,7 +8,8 @@
 //! a second run finds nothing to do and changes nothing.
 //!
 //! A file from before `rtl_schema_version` 2 has no `rtl_api_meaning`: migration writes one row
-//! per API name from the API table ([`crate::probe::apis`]), which is what that writer meant:
+//! per API name from the collector's API table (the [`ApiFacts`] the caller passes; rtl-ebpf's
+//! is `rtl_user::probe::apis::meaning_of`), which is what that writer meant:
 //! the argument positions of the table's APIs are unchanged since version 1, and APIs added to
 //! the table since record a0..a3 = arguments 0..3, as `--apis all` did for them. (Version 1
 //! stored every return as a 32-bit hipError_t, roctx excepted; with the return kind known, a
@@ -20,7 +21,8 @@
 use anyhow::{bail, Context, Result};
 use rusqlite::{Connection, OptionalExtension};
 
-use super::schema;
+use crate::api_meaning::{hex_mask, ApiFacts};
+use crate::schema;
 
 /// What [`migrate`] found and did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -251,8 +253,7 @@ fn empty_string_id(conn: &Connection, table: &str) -> Result<i64> {
 }
 
 /// One `rtl_api_meaning` row, from the API table, for every API name of the trace that has none.
-fn write_meanings(conn: &Connection) -> Result<()> {
-    use crate::probe::apis::{spec_for, Lib};
+fn write_meanings(conn: &Connection, facts: ApiFacts) -> Result<()> {
     let names: Vec<(i64, String)> = conn
         .prepare(
             "SELECT id, coalesce(string, '') FROM rocpd_string
@@ -264,11 +265,11 @@ fn write_meanings(conn: &Connection) -> Result<()> {
     let mut ins =
         conn.prepare("INSERT INTO rtl_api_meaning (apiName_id, ret_kind, a0, a1, a2, a3, hex) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")?;
     for (id, name) in names {
-        let spec = spec_for(&name, Lib::of_name(&name));
-        let m = spec.arg_meanings();
-        let hex = crate::probe::apis::hex_mask(&m);
+        let meaning = facts(&name);
+        let m = meaning.args;
+        let hex = hex_mask(&m);
         let a = |i: usize| m[i].map(|a| a.name);
-        ins.execute(rusqlite::params![id, spec.ret.name(), a(0), a(1), a(2), a(3), hex])?;
+        ins.execute(rusqlite::params![id, meaning.ret.name(), a(0), a(1), a(2), a(3), hex])?;
     }
     Ok(())
 }
@@ -279,8 +280,9 @@ pub fn check(conn: &Connection) -> Result<MigrateReport> {
 }
 
 /// Migrates the trace open on `conn` to the current schema in place (one transaction).
-/// Idempotent: on an up-to-date file it changes nothing and returns an empty report.
-pub fn migrate(conn: &Connection) -> Result<MigrateReport> {
+/// Idempotent: on an up-to-date file it changes nothing and returns an empty report. `facts`
+/// describes the APIs of a file that predates `rtl_api_meaning` (see the module's text).
+pub fn migrate(conn: &Connection, facts: ApiFacts) -> Result<MigrateReport> {
     let name = file_name(conn);
     let (report, steps) = plan(conn)?;
     if steps.is_empty() {
@@ -305,7 +307,7 @@ pub fn migrate(conn: &Connection) -> Result<MigrateReport> {
                     };
                     conn.execute_batch(&format!("ALTER TABLE {t} ADD COLUMN {c} {def}"))?
                 }
-                Step::Meanings => write_meanings(conn)?,
+                Step::Meanings => write_meanings(conn, facts)?,
                 Step::V2Args => {
                     // rocpd_ustring was just created (empty): keep the ids, so args_id is unchanged.
                     conn.execute_batch(
@@ -424,7 +426,7 @@ mod tests {
             schema::RTL_SCHEMA_VERSION
         ))
         .unwrap();
-        let r = migrate(&c).unwrap();
+        let r = migrate(&c, crate::api_meaning::unknown).unwrap();
         assert!(!r.changed(), "{:?}", r.changes);
     }
 }

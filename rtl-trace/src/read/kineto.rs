@@ -32,7 +32,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{anyhow, Context, Result};
 use rusqlite::{params, Connection};
 
-use super::model::{self, Arg, Sink, Slice, LANE_TID, MARKER_PID};
+use super::timeline::{self, Arg, Sink, Slice, LANE_TID, MARKER_PID};
 use crate::error::Fatal;
 
 /// What one output file holds.
@@ -231,7 +231,7 @@ impl Sink for MarkerSink<'_, '_> {
 /// Everything of one unit, as the `traceEvents` array's elements.
 fn write_events(
     conn: &Connection,
-    prelude: &model::Prelude,
+    prelude: &timeline::Prelude,
     unit: Unit,
     procs: &[(i64, String, Option<String>)],
     w: &mut Writer,
@@ -377,7 +377,7 @@ fn write_events(
 
     // roctx / NVTX ranges.
     let mut ms = MarkerSink { w, unit };
-    model::emit_markers(conn, prelude, &mut ms)?;
+    timeline::emit_markers(conn, prelude, &mut ms)?;
     Ok(())
 }
 
@@ -392,7 +392,7 @@ fn realtime_offset(conn: &Connection) -> Result<Option<i64>> {
 #[allow(clippy::too_many_arguments)]
 fn write_file(
     conn: &Connection,
-    prelude: &model::Prelude,
+    prelude: &timeline::Prelude,
     db: &Path,
     out: &Path,
     unit: Unit,
@@ -400,7 +400,7 @@ fn write_file(
     world: usize,
     procs: &[(i64, String, Option<String>)],
 ) -> Result<()> {
-    let (f, guard) = super::OutFile::create(&[db], out)?;
+    let (f, guard) = super::open::OutFile::create(&[db], out)?;
     let gz = out.extension().is_some_and(|e| e == "gz");
     let body = |w: &mut dyn Write| -> Result<()> {
         let mut gpus = Vec::new();
@@ -456,13 +456,13 @@ fn write_file(
 /// Writes `db` as Kineto-conventional Chrome trace JSON: to `out`, or with `per_process` one
 /// file per traced process beside it (`NAME.pid<PID>.json[.gz]`, plus `NAME.unattributed...`
 /// when needed). `out` must end in `.json` or `.json.gz` (gzip for the latter).
-pub fn convert_kineto(db: &Path, out: &Path, per_process: bool) -> Result<KinetoOutput> {
+pub fn convert_kineto(db: &Path, facts: crate::api_meaning::ApiFacts, out: &Path, per_process: bool) -> Result<KinetoOutput> {
     let (stem, suffix) = split_name(out)?;
-    let trace = super::open_trace(db)?;
+    let trace = super::open::open_trace(db, facts)?;
     let conn: &Connection = &trace;
-    model::bounded_memory(conn)?;
+    timeline::bounded_memory(conn)?;
     build_op_owners(conn)?;
-    let prelude = model::prelude(conn)?;
+    let prelude = timeline::prelude(conn)?;
     let procs = processes(conn)?;
     let mut result = KinetoOutput::default();
     if !per_process {
@@ -473,7 +473,7 @@ pub fn convert_kineto(db: &Path, out: &Path, per_process: bool) -> Result<Kineto
     let unattributed_ops: i64 = conn.query_row("SELECT count(*) FROM k_op WHERE pid IS NULL", [], |r| r.get(0))?;
     let unplaced_markers = {
         let mut probe = MarkerCount::default();
-        model::emit_markers(conn, &prelude, &mut probe)?;
+        timeline::emit_markers(conn, &prelude, &mut probe)?;
         probe.0
     };
     let with_rest = unattributed_ops > 0 || unplaced_markers > 0;

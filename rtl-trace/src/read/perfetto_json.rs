@@ -11,7 +11,7 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use serde_json::json;
 
-use super::model::{self, Arg, PartFiles, PartSink, Sink, Slice};
+use super::timeline::{self, Arg, PartFiles, PartSink, Sink, Slice};
 
 struct JsonSink<W: Write> {
     w: W,
@@ -104,7 +104,7 @@ impl<W: Write + Send> PartSink for JsonSink<W> {
     }
 }
 
-fn write_all(conn: &super::Trace, db: &Path, out: &Path, w: &mut dyn Write) -> Result<()> {
+fn write_all(conn: &super::open::Trace, db: &Path, out: &Path, w: &mut dyn Write) -> Result<()> {
     w.write_all(b"{\"displayTimeUnit\":\"ns\",\"otherData\":")?;
     let mut meta = serde_json::Map::new();
     meta.insert("source".into(), json!(db.display().to_string()));
@@ -122,26 +122,26 @@ fn write_all(conn: &super::Trace, db: &Path, out: &Path, w: &mut dyn Write) -> R
     }
     serde_json::to_writer(&mut *w, &serde_json::Value::Object(meta))?;
     w.write_all(b",\"traceEvents\":[")?;
-    let p = model::prelude(conn)?;
+    let p = timeline::prelude(conn)?;
     let mut sink = JsonSink { w: &mut *w, first: true };
-    model::emit_tracks(conn, &p, &mut sink)?;
+    timeline::emit_tracks(conn, &p, &mut sink)?;
     let wrote_any = !sink.first;
     // API calls and GPU ops in parallel, each into a part file; then appended in order. Part
     // events all start with ",\n": drop the first one when nothing came before.
     let (files, parts) = PartFiles::new(out, 2)?;
     let mut files = files.into_iter().map(|f| JsonSink { w: BufWriter::with_capacity(1 << 20, f), first: false });
     let (a, b) = (files.next().unwrap(), files.next().unwrap());
-    model::emit_parts(conn, &p, [Box::new(a), Box::new(b)])?;
+    timeline::emit_parts(conn, &p, [Box::new(a), Box::new(b)])?;
     parts.append_to(w, if wrote_any { 0 } else { 2 })?;
     w.write_all(b"\n]}\n")?;
     Ok(())
 }
 
 /// Writes `db` as Chrome trace JSON to `out` (gzip-compressed when `out` ends in `.gz`).
-pub fn convert_perfetto_json(db: &Path, out: &Path) -> Result<()> {
-    let conn = super::open_trace(db)?;
-    model::bounded_memory(&conn)?;
-    let (f, guard) = super::OutFile::create(&[db], out)?;
+pub fn convert_perfetto_json(db: &Path, facts: crate::api_meaning::ApiFacts, out: &Path) -> Result<()> {
+    let conn = super::open::open_trace(db, facts)?;
+    timeline::bounded_memory(&conn)?;
+    let (f, guard) = super::open::OutFile::create(&[db], out)?;
     let gz = out.extension().is_some_and(|e| e == "gz");
     let res = if gz {
         // Buffer in front of the encoder: it compresses poorly and slowly in tiny writes.

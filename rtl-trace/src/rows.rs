@@ -35,8 +35,8 @@ pub enum CallStatus {
 #[derive(Debug, Clone)]
 pub struct ApiMeaningRow {
     pub name: std::sync::Arc<str>,
-    pub ret: crate::probe::apis::RetKind,
-    pub args: [Option<crate::probe::apis::ArgMeaning>; 4],
+    pub ret: crate::api_meaning::RetKind,
+    pub args: [Option<crate::api_meaning::ArgMeaning>; 4],
 }
 
 /// `rtl_api`: return value, status, decoded arguments.

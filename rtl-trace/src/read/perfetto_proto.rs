@@ -13,7 +13,7 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use prost::Message;
 
-use super::model::{self, Arg, PartFiles, PartSink, Sink, Slice};
+use super::timeline::{self, Arg, PartFiles, PartSink, Sink, Slice};
 
 #[derive(Clone, PartialEq, Message)]
 pub(crate) struct TracePacket {
@@ -221,7 +221,7 @@ impl<W: Write> ProtoSink<W> {
 
 impl<W: Write> Sink for ProtoSink<W> {
     fn process(&mut self, pid: i64, name: &str, cmdline: Option<&str>, sort_index: i64) -> Result<()> {
-        let real = pid < super::GPU_PID_BASE - 1;
+        let real = pid < timeline::GPU_PID_BASE - 1;
         self.packet(&TracePacket {
             trusted_packet_sequence_id: Some(self.seq),
             track_descriptor: Some(TrackDescriptor {
@@ -242,7 +242,7 @@ impl<W: Write> Sink for ProtoSink<W> {
         self.threads.insert((pid, tid));
         // Real threads get a ThreadDescriptor; GPU queues, roctx and overlap lanes are named
         // child tracks of their process (a ThreadDescriptor would claim a tid that does not exist).
-        let real = pid < super::GPU_PID_BASE - 1 && tid < model::LANE_TID;
+        let real = pid < timeline::GPU_PID_BASE - 1 && tid < timeline::LANE_TID;
         self.packet(&TracePacket {
             trusted_packet_sequence_id: Some(self.seq),
             track_descriptor: Some(TrackDescriptor {
@@ -353,18 +353,18 @@ impl<W: Write + Send> PartSink for ProtoSink<W> {
 }
 
 /// Writes `db` as a Perfetto protobuf trace to `out`.
-pub fn convert_perfetto_proto(db: &Path, out: &Path) -> Result<()> {
-    let conn = super::open_trace(db)?;
-    model::bounded_memory(&conn)?;
-    let (f, guard) = super::OutFile::create(&[db], out)?;
+pub fn convert_perfetto_proto(db: &Path, facts: crate::api_meaning::ApiFacts, out: &Path) -> Result<()> {
+    let conn = super::open::open_trace(db, facts)?;
+    timeline::bounded_memory(&conn)?;
+    let (f, guard) = super::open::OutFile::create(&[db], out)?;
     let mut sink = ProtoSink::new(BufWriter::with_capacity(1 << 20, f), SEQ_ID, HashSet::new());
     let mut run = || -> Result<()> {
         // Track descriptors on the first sequence; API calls and GPU ops written in parallel on
         // sequences of their own into part files, appended after (packet order across
         // sequences does not matter: readers sort by timestamp).
         sink.start_sequence()?;
-        let p = model::prelude(&conn)?;
-        model::emit_tracks(&conn, &p, &mut sink)?;
+        let p = timeline::prelude(&conn)?;
+        timeline::emit_tracks(&conn, &p, &mut sink)?;
         let (files, parts) = PartFiles::new(out, 2)?;
         let mut sinks = files
             .into_iter()
@@ -373,7 +373,7 @@ pub fn convert_perfetto_proto(db: &Path, out: &Path) -> Result<()> {
         let (mut a, mut b) = (sinks.next().unwrap(), sinks.next().unwrap());
         a.start_sequence()?;
         b.start_sequence()?;
-        model::emit_parts(&conn, &p, [Box::new(a), Box::new(b)])?;
+        timeline::emit_parts(&conn, &p, [Box::new(a), Box::new(b)])?;
         sink.close_all()?;
         parts.append_to(&mut sink.w, 0)?;
         sink.w.flush()?;

@@ -1,0 +1,254 @@
+//! Builds the [`Summary`] of a trace: the scans' results, the metadata and the small tables.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+use anyhow::{Context as _, Result};
+
+use super::data::*;
+use super::scans::run_scans;
+use crate::read::meaning::status_name;
+use crate::read::metadata::is_drop_tag;
+
+/// Demangles C++ kernel names (`_Z...`, bounded); others unchanged.
+pub(crate) fn pretty_name(s: &str) -> String {
+    crate::demangle::demangle_or_keep(s)
+}
+
+/// Computes the summary of `db` (the data behind every output format).
+pub fn summary_data(db: &Path, facts: crate::api_meaning::ApiFacts, top: usize) -> Result<Summary> {
+    let conn = crate::read::open::open_trace(db, facts)?;
+    let scans = run_scans(&conn).with_context(|| format!("{}: summarising", db.display()))?;
+    let names = crate::read::open::strings(&conn)?;
+    let name = |id: i64| names.get(&id).cloned().unwrap_or_else(|| format!("<string {id}>"));
+    let mut s = Summary { source: db.display().to_string(), timings: scans.timings.clone(), ..Default::default() };
+
+    let mut st = conn.prepare("SELECT tag, CAST(value AS TEXT) FROM rocpd_metadata ORDER BY id")?;
+    s.metadata = st
+        .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, Option<String>>(1)?.unwrap_or_default())))?
+        .collect::<Result<Vec<_>, _>>()?;
+    // In a merged file the per-input copies (input<N>.tag) are summed under the plain tag.
+    let merged = s.metadata.iter().any(|(t, _)| t == "merged_inputs");
+    let per_input = |t: &str| {
+        t.strip_prefix("input").and_then(|r| r.split_once('.')).is_some_and(|(n, _)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    };
+    s.dropped = s.metadata.iter().filter(|(t, _)| is_drop_tag(t) && !(merged && per_input(t))).cloned().collect();
+
+    // A collector that finished wrote trace_end_ns with its counters; one that was killed or
+    // stopped by a full disk did not (its start tag is there, the rows up to its last batch).
+    let tags: std::collections::HashSet<&str> = s.metadata.iter().map(|(t, _)| t.as_str()).collect();
+    let mut prefixes = vec![String::new()];
+    prefixes.extend(tags.iter().filter_map(|t| t.strip_suffix("trace_start_ns")).filter(|p| !p.is_empty()).map(str::to_string));
+    prefixes.sort();
+    prefixes.dedup();
+    for p in prefixes {
+        if tags.contains(format!("{p}trace_start_ns").as_str()) && !tags.contains(format!("{p}trace_end_ns").as_str()) {
+            let what = if p.is_empty() { "this trace".to_string() } else { format!("input {}", p.trim_end_matches('.')) };
+            s.incomplete.push(format!(
+                "incomplete: the collector did not finish {what} (killed, or the disk filled): rows up to its last written batch are here; its end-of-trace loss counters are missing"
+            ));
+        }
+    }
+
+    // APIs: per name and per pid from the (pid, name) groups.
+    let mut by_name: HashMap<i64, Stat> = HashMap::new();
+    let mut by_pid: BTreeMap<i64, Stat> = BTreeMap::new();
+    for (pid, n, st) in &scans.api {
+        by_name.entry(*n).or_default().merge(st);
+        by_pid.entry(*pid).or_default().merge(st);
+    }
+    let mut errors: HashMap<i64, i64> = HashMap::new();
+    let mut unclosed: HashMap<i64, i64> = HashMap::new();
+    let mut by_code: HashMap<(i64, i64), i64> = HashMap::new();
+    for (n, key, st) in &scans.status {
+        let (ret, low) = (key.div_euclid(16), key.rem_euclid(16));
+        let (status, error) = (low / 2, low % 2 == 1);
+        if (1..=4).contains(&status) {
+            *unclosed.entry(*n).or_default() += st.count;
+            *s.unclosed_by_reason.entry(status_name(status).to_string()).or_default() += st.count;
+        } else if status == 5 {
+            s.profiler_only_apis += st.count;
+        }
+        if error {
+            *errors.entry(*n).or_default() += st.count;
+            *by_code.entry((*n, ret)).or_default() += st.count;
+        }
+    }
+    let meanings = crate::read::meaning::load(&conn)?;
+    let mut codes: Vec<ErrorRow> = by_code
+        .into_iter()
+        .map(|((n, code), count)| {
+            let api = name(n);
+            let code_name = if meanings.get(&n).is_some_and(|m| m.ret == crate::api_meaning::RetKind::HipError) {
+                crate::read::meaning::hip_error_name(code)
+            } else {
+                code.to_string()
+            };
+            ErrorRow { api, code, code_name, count }
+        })
+        .collect();
+    codes.sort_by(|a, b| b.count.cmp(&a.count).then(a.api.cmp(&b.api)).then(a.code.cmp(&b.code)));
+    s.errors = codes;
+    s.api_calls = by_name.values().map(|x| x.count).sum();
+    s.api_errors = errors.values().sum();
+    s.unclosed_apis = unclosed.values().sum();
+    let mut apis: Vec<ApiRow> = by_name
+        .iter()
+        .map(|(n, st)| ApiRow {
+            name: name(*n),
+            stat: st.clone(),
+            errors: errors.get(n).copied().unwrap_or(0),
+            unclosed: unclosed.get(n).copied().unwrap_or(0),
+        })
+        .collect();
+    apis.sort_by(|a, b| b.stat.sum.cmp(&a.stat.sum).then(a.name.cmp(&b.name)));
+    s.apis_total_names = apis.len();
+    if top > 0 {
+        apis.truncate(top);
+    }
+    s.apis = apis;
+
+    // GPU ops by name (description, or the op type when there is none), as RPD's `top` view.
+    let mut by_op: HashMap<(String, String), Stat> = HashMap::new();
+    for (desc, ty, st) in &scans.ops {
+        if *desc == -1 {
+            s.markers += st.count;
+            continue;
+        }
+        let d = name(*desc);
+        let t = name(*ty);
+        let n = if d.is_empty() { t.clone() } else { pretty_name(&d) };
+        by_op.entry((n, t)).or_default().merge(st);
+    }
+    s.gpu_ops = by_op.values().map(|x| x.count).sum();
+    s.gpu_time_ns = by_op.values().map(|x| x.sum).sum();
+    let mut ops: Vec<OpRow> = by_op
+        .into_iter()
+        .map(|((n, t), st)| OpRow {
+            name: n,
+            op_type: t,
+            pct_gpu_time: if s.gpu_time_ns > 0 { st.sum as f64 * 100.0 / s.gpu_time_ns as f64 } else { 0.0 },
+            stat: st,
+        })
+        .collect();
+    ops.sort_by(|a, b| b.stat.sum.cmp(&a.stat.sum).then(a.name.cmp(&b.name)));
+    s.ops_total_names = ops.len();
+    if top > 0 {
+        ops.truncate(top);
+    }
+    s.ops = ops;
+
+    // Busy.
+    s.gpu_first_ns = scans.busy["first"].as_i64().unwrap_or(0);
+    s.gpu_last_ns = scans.busy["last"].as_i64().unwrap_or(0);
+    for d in scans.busy["devices"].as_array().cloned().unwrap_or_default() {
+        let wall = d["wall_ns"].as_i64().unwrap_or(0);
+        let pct = |x: i64| {
+            if wall > 0 {
+                x as f64 * 100.0 / wall as f64
+            } else {
+                0.0
+            }
+        };
+        let busy_ns = d["busy_ns"].as_i64().unwrap_or(0);
+        s.busy.push(DeviceBusy {
+            gpu: d["gpu"].as_i64().unwrap_or(0),
+            ops: d["ops"].as_i64().unwrap_or(0),
+            busy_ns,
+            wall_ns: wall,
+            busy_pct: pct(busy_ns),
+            queues: d["queues"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .iter()
+                .map(|q| {
+                    let b = q[2].as_i64().unwrap_or(0);
+                    QueueBusy { queue: q[0].as_i64().unwrap_or(0), ops: q[1].as_i64().unwrap_or(0), busy_ns: b, busy_pct: pct(b) }
+                })
+                .collect(),
+            timeline: d["timeline"].as_array().cloned().unwrap_or_default().iter().filter_map(|x| x.as_f64()).collect(),
+        });
+    }
+
+    // Span over APIs and ops.
+    let api_lo = scans.api.iter().map(|g| g.2.lo).min();
+    let api_hi = scans.api.iter().map(|g| g.2.hi).max();
+    let op_lo = scans.ops.iter().map(|g| g.2.lo).min();
+    let op_hi = scans.ops.iter().map(|g| g.2.hi).max();
+    s.first_ns = [api_lo, op_lo].into_iter().flatten().min().unwrap_or(0);
+    s.last_ns = [api_hi, op_hi].into_iter().flatten().max().unwrap_or(0);
+
+    // Processes.
+    let mut procs: BTreeMap<i64, ProcessRow> = BTreeMap::new();
+    for (pid, st) in by_pid {
+        procs.insert(pid, ProcessRow { pid, exe: None, cmdline: None, api: st, gpu_ops: 0, gpu_time_ns: 0 });
+    }
+    for (pid, _, st) in &scans.link_pid {
+        let p = procs.entry(*pid).or_insert_with(|| ProcessRow {
+            pid: *pid,
+            exe: None,
+            cmdline: None,
+            api: Stat::default(),
+            gpu_ops: 0,
+            gpu_time_ns: 0,
+        });
+        p.gpu_ops += st.count;
+        p.gpu_time_ns += st.sum;
+    }
+    let mut st = conn.prepare("SELECT pid, exe, cmdline FROM rtl_process")?;
+    let mut rows = st.query([])?;
+    while let Some(r) = rows.next()? {
+        let pid: i64 = r.get(0)?;
+        let p = procs.entry(pid).or_insert_with(|| ProcessRow {
+            pid,
+            exe: None,
+            cmdline: None,
+            api: Stat::default(),
+            gpu_ops: 0,
+            gpu_time_ns: 0,
+        });
+        p.exe = r.get(1)?;
+        p.cmdline = r.get::<_, Option<String>>(2)?.map(|c| c.replace('\0', " ").trim().to_string());
+    }
+    drop(rows);
+    s.processes = procs.into_values().collect();
+
+    // Links, and how they were made.
+    let has_links: bool =
+        conn.query_row("SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'rtl_op'", [], |r| r.get(0))?;
+    let q = if has_links { "SELECT link, count(*) FROM rtl_op GROUP BY link" } else { "SELECT 0, 0 WHERE false" };
+    let mut st = conn.prepare(q)?;
+    let mut rows = st.query([])?;
+    while let Some(r) = rows.next()? {
+        let (link, n): (i64, i64) = (r.get(0)?, r.get(1)?);
+        let name = match link {
+            1 => "correlation",
+            2 => "sequence",
+            3 => "time",
+            0 => "unlinked: thread never seen",
+            4 => "unlinked: no call fits",
+            5 => "unlinked: ambiguous",
+            _ => "unknown",
+        };
+        *s.gpu_links.entry(name.to_string()).or_default() += n;
+    }
+    drop(rows);
+    s.links = scans.links;
+    s.unlinked_gpu_ops = (s.gpu_ops - scans.linked_ops).max(0);
+    let l = &scans.latency;
+    if !l.is_null() {
+        let g = |k: &str| l[k].as_i64().unwrap_or(0);
+        s.launch_latency = Some(Latency {
+            count: g("count"),
+            min: g("min"),
+            mean: g("mean"),
+            p50: g("p50"),
+            p90: g("p90"),
+            p99: g("p99"),
+            max: g("max"),
+            sampled_every: g("sampled_every").max(1),
+        });
+    }
+    Ok(s)
+}

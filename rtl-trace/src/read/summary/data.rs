@@ -1,0 +1,168 @@
+//! The summary's data: what every output format (text, JSON, HTML) shows.
+
+use std::collections::BTreeMap;
+
+/// Number of bins of the GPU-busy timeline (HTML report, JSON `gpu_busy[].timeline`).
+pub const TIMELINE_BINS: usize = 400;
+
+#[derive(Debug, Clone, Default)]
+pub struct Stat {
+    pub count: i64,
+    pub sum: i64,
+    pub min: i64,
+    pub max: i64,
+    pub lo: i64,
+    pub hi: i64,
+}
+
+impl Stat {
+    pub(crate) fn add(&mut self, v: i64, lo: i64, hi: i64) {
+        if self.count == 0 {
+            *self = Stat { count: 1, sum: v, min: v, max: v, lo, hi };
+        } else {
+            self.count += 1;
+            self.sum += v;
+            self.min = self.min.min(v);
+            self.max = self.max.max(v);
+            self.lo = self.lo.min(lo);
+            self.hi = self.hi.max(hi);
+        }
+    }
+    pub(crate) fn merge(&mut self, o: &Stat) {
+        if o.count == 0 {
+            return;
+        }
+        if self.count == 0 {
+            *self = o.clone();
+            return;
+        }
+        self.count += o.count;
+        self.sum += o.sum;
+        self.min = self.min.min(o.min);
+        self.max = self.max.max(o.max);
+        self.lo = self.lo.min(o.lo);
+        self.hi = self.hi.max(o.hi);
+    }
+    pub(crate) fn mean(&self) -> i64 {
+        if self.count == 0 {
+            0
+        } else {
+            self.sum / self.count
+        }
+    }
+}
+
+/// One row of the top-GPU-op table.
+#[derive(Debug, Clone)]
+pub struct OpRow {
+    pub name: String,
+    pub op_type: String,
+    pub stat: Stat,
+    pub pct_gpu_time: f64,
+}
+
+/// API calls that returned one error code.
+#[derive(Debug, Clone)]
+pub struct ErrorRow {
+    pub api: String,
+    pub code: i64,
+    pub code_name: String,
+    pub count: i64,
+}
+
+/// One row of the top-API table.
+#[derive(Debug, Clone)]
+pub struct ApiRow {
+    pub name: String,
+    pub stat: Stat,
+    pub errors: i64,
+    pub unclosed: i64,
+}
+
+#[derive(Debug, Clone)]
+pub struct QueueBusy {
+    pub queue: i64,
+    pub ops: i64,
+    pub busy_ns: i64,
+    pub busy_pct: f64,
+}
+
+#[derive(Debug, Clone)]
+pub struct DeviceBusy {
+    pub gpu: i64,
+    pub ops: i64,
+    /// Union of the device's op intervals (concurrent queues counted once).
+    pub busy_ns: i64,
+    pub wall_ns: i64,
+    pub busy_pct: f64,
+    pub queues: Vec<QueueBusy>,
+    /// Busy fraction (0..1) of each of [`TIMELINE_BINS`] equal bins over the GPU span.
+    pub timeline: Vec<f64>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ProcessRow {
+    pub pid: i64,
+    pub exe: Option<String>,
+    pub cmdline: Option<String>,
+    pub api: Stat,
+    pub gpu_ops: i64,
+    pub gpu_time_ns: i64,
+}
+
+#[derive(Debug, Clone)]
+pub struct Latency {
+    pub count: i64,
+    pub min: i64,
+    pub mean: i64,
+    pub p50: i64,
+    pub p90: i64,
+    pub p99: i64,
+    pub max: i64,
+    /// 1: percentiles over every value; k > 1: over every k-th (more than 2^25 links).
+    pub sampled_every: i64,
+}
+
+/// Everything `summary` reports (also what the HTML page is drawn from).
+#[derive(Debug, Clone, Default)]
+pub struct Summary {
+    pub source: String,
+    pub metadata: Vec<(String, String)>,
+    pub api_calls: i64,
+    pub gpu_ops: i64,
+    pub markers: i64,
+    pub links: i64,
+    /// First / last timestamp over API calls and GPU ops.
+    pub first_ns: i64,
+    pub last_ns: i64,
+    /// GPU span (first op start .. last op end), the busy % denominator (as RPD's `busy` view).
+    pub gpu_first_ns: i64,
+    pub gpu_last_ns: i64,
+    pub gpu_time_ns: i64,
+    pub ops: Vec<OpRow>,
+    pub ops_total_names: usize,
+    pub apis: Vec<ApiRow>,
+    pub apis_total_names: usize,
+    pub busy: Vec<DeviceBusy>,
+    pub processes: Vec<ProcessRow>,
+    pub launch_latency: Option<Latency>,
+    /// Metadata counters of lost data (tags naming drops / losses / overflows).
+    pub dropped: Vec<(String, String)>,
+    /// Why the trace is incomplete: the collector did not finish it (killed, disk full), one
+    /// line per unfinished input (empty: complete, or not written by rtl-ebpf).
+    pub incomplete: Vec<String>,
+    pub unlinked_gpu_ops: i64,
+    pub unclosed_apis: i64,
+    /// Unclosed calls by `rtl_api.status` reason (thread exited, exec, trace ended, unmatched).
+    pub unclosed_by_reason: BTreeMap<String, i64>,
+    /// Calls recorded by the in-process profiler only (`rtl_api.status` 5).
+    pub profiler_only_apis: i64,
+    /// GPU ops by how they were linked (`rtl_op.link`: correlation, sequence, time, unlinked
+    /// reasons); empty for a trace without `rtl_op` rows.
+    pub gpu_links: BTreeMap<String, i64>,
+    pub api_errors: i64,
+    /// Errors by API and return code, most frequent first.
+    pub errors: Vec<ErrorRow>,
+    /// Seconds each table scan took (for benchmarks; not part of the outputs).
+    pub timings: Vec<(String, f64)>,
+}

@@ -1,0 +1,50 @@
+//! GPU ops as slices: one process per GPU, a thread per queue.
+
+use anyhow::Result;
+use rusqlite::Connection;
+
+use super::prelude::{parse_ids, Prelude};
+use super::sink::{Arg, Sink, Slice, CORR_FLOW_BASE, GPU_PID_BASE};
+use super::tracks::Tracks;
+
+/// GPU ops, per queue in start order.
+pub(crate) fn emit_ops(conn: &Connection, p: &Prelude, sink: &mut dyn Sink) -> Result<()> {
+    let name_of = |id: i64| p.name_of(id);
+    let flows_fallback = if p.has_corr_fallback {
+        "CASE WHEN o.correlation_id != 0 AND NOT EXISTS (SELECT 1 FROM rocpd_api_ops l WHERE l.op_id = o.id)
+              AND EXISTS (SELECT 1 FROM rocpd_api a WHERE a.correlation_id = o.correlation_id) THEN o.id END"
+    } else {
+        "NULL"
+    };
+    let sql = format!(
+        "SELECT o.id, o.gpuId, o.queueId, o.start, o.end, o.description_id, o.opType_id, o.correlation_id, o.sequenceId,
+                (SELECT group_concat(l.id) FROM rocpd_api_ops l WHERE l.op_id = o.id), {flows_fallback}
+         FROM rocpd_op o WHERE o.gpuId >= 0 ORDER BY o.gpuId, o.queueId, o.start, o.end DESC"
+    );
+    let mut st = conn.prepare(&sql)?;
+    let mut rows = st.query([])?;
+    let mut tracks = Tracks::default();
+    while let Some(r) = rows.next()? {
+        let (id, gpu, q, start, end): (i64, i64, i64, i64, i64) = (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?);
+        let end = end.max(start);
+        let (desc, ty): (i64, i64) = (r.get(5)?, r.get(6)?);
+        let (name_id, name) = if name_of(desc).is_empty() { (ty, name_of(ty)) } else { (desc, name_of(desc)) };
+        let mut args: Vec<(&'static str, Arg)> = vec![("op_id", Arg::Int(id)), ("opType", Arg::Str(name_of(ty).to_string()))];
+        let corr: i64 = r.get(7)?;
+        if corr != 0 {
+            args.push(("correlation_id", Arg::Int(corr)));
+        }
+        args.push(("sequenceId", Arg::Int(r.get::<_, Option<i64>>(8)?.unwrap_or(0))));
+        let mut flow_in = parse_ids(r.get(9)?, 0);
+        if let Some(x) = r.get::<_, Option<i64>>(10)? {
+            flow_in.push(x as u64 + CORR_FLOW_BASE);
+        }
+        let pid = GPU_PID_BASE + gpu;
+        let ltid = tracks.place(sink, (pid, q), (start, end), |lane| (lane > 0).then(|| (format!("queue {q} (overlap {lane})"), q)))?;
+        sink.slice(&Slice { pid, tid: ltid, ts: start, dur: end - start, name_id, name, cat: "gpu", args, flow_out: vec![], flow_in })?;
+    }
+    tracks.flush(sink)?;
+    drop(rows);
+
+    Ok(())
+}

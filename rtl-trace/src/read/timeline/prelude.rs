@@ -1,0 +1,100 @@
+//! What every part of the timeline needs (string table, processes), and the process, thread
+//! and GPU queue tracks.
+
+use std::collections::HashMap;
+
+use anyhow::Result;
+use rusqlite::Connection;
+
+use super::sink::{Sink, GPU_PID_BASE};
+
+pub(super) fn parse_ids(s: Option<String>, base: u64) -> Vec<u64> {
+    s.map(|s| s.split(',').filter_map(|x| x.trim().parse::<u64>().ok()).map(|x| x + base).collect()).unwrap_or_default()
+}
+
+fn basename(s: &str) -> &str {
+    s.rsplit('/').next().unwrap_or(s)
+}
+
+/// What every part of the timeline needs: string table, processes, whether correlation-id-only
+/// links exist.
+pub(crate) struct Prelude {
+    names: HashMap<i64, String>,
+    /// What rtl_api's values mean per API name id, as the trace records it.
+    pub(super) meanings: HashMap<i64, crate::read::meaning::Meaning>,
+    pub(super) has_corr_fallback: bool,
+    procs: HashMap<i64, (String, Option<String>)>,
+    pub(super) pids: Vec<i64>,
+}
+
+impl Prelude {
+    pub(super) fn name_of(&self, id: i64) -> &str {
+        self.names.get(&id).map(String::as_str).unwrap_or("")
+    }
+}
+
+pub(crate) fn prelude(conn: &Connection) -> Result<Prelude> {
+    let names = crate::read::open::strings(conn)?;
+    let has_corr_fallback: bool = conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM rocpd_op o WHERE o.gpuId >= 0 AND o.correlation_id != 0
+             AND NOT EXISTS (SELECT 1 FROM rocpd_api_ops l WHERE l.op_id = o.id)
+             AND EXISTS (SELECT 1 FROM rocpd_api a WHERE a.correlation_id = o.correlation_id))",
+        [],
+        |r| r.get(0),
+    )?;
+
+    // Processes and threads.
+    let mut procs: HashMap<i64, (String, Option<String>)> = HashMap::new();
+    {
+        let mut st = conn.prepare("SELECT pid, exe, cmdline FROM rtl_process")?;
+        let mut rows = st.query([])?;
+        while let Some(r) = rows.next()? {
+            let pid: i64 = r.get(0)?;
+            let exe: Option<String> = r.get(1)?;
+            let cmd: Option<String> = r.get(2)?;
+            let cmd = cmd.map(|c| c.replace('\0', " ").trim().to_string()).filter(|c| !c.is_empty());
+            let name = exe
+                .as_deref()
+                .filter(|e| !e.is_empty())
+                .map(basename)
+                .or_else(|| cmd.as_deref().and_then(|c| c.split(' ').next()).map(basename))
+                .map(|n| format!("{n} {pid}"))
+                .unwrap_or_else(|| format!("pid {pid}"));
+            procs.insert(pid, (name, cmd));
+        }
+    }
+    let mut st = conn.prepare("SELECT DISTINCT pid FROM rocpd_api")?;
+    let api_pids = st.query_map([], |r| r.get::<_, i64>(0))?.collect::<Result<Vec<_>, _>>()?;
+    for pid in api_pids {
+        procs.entry(pid).or_insert_with(|| (format!("pid {pid}"), None));
+    }
+    let mut pids: Vec<_> = procs.keys().copied().collect();
+    pids.sort();
+    Ok(Prelude { names, meanings: crate::read::meaning::load(conn)?, has_corr_fallback, procs, pids })
+}
+
+/// Process, thread and GPU queue tracks.
+pub(crate) fn emit_tracks(conn: &Connection, p: &Prelude, sink: &mut dyn Sink) -> Result<()> {
+    for pid in &p.pids {
+        let (n, c) = &p.procs[pid];
+        sink.process(*pid, n, c.as_deref(), *pid)?;
+    }
+    let mut st = conn.prepare("SELECT DISTINCT pid, tid FROM rocpd_api ORDER BY pid, tid")?;
+    let threads = st.query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)))?.collect::<Result<Vec<_>, _>>()?;
+    for (pid, tid) in &threads {
+        let n = if pid == tid { format!("main thread {tid}") } else { format!("thread {tid}") };
+        sink.thread(*pid, *tid, &n, if pid == tid { 0 } else { 1 })?;
+    }
+    let mut st = conn.prepare("SELECT DISTINCT gpuId, queueId FROM rocpd_op WHERE gpuId >= 0 ORDER BY gpuId, queueId")?;
+    let queues = st.query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)))?.collect::<Result<Vec<_>, _>>()?;
+    let mut last_gpu = None;
+    for (gpu, q) in &queues {
+        if last_gpu != Some(*gpu) {
+            sink.process(GPU_PID_BASE + gpu, &format!("GPU {gpu}"), None, GPU_PID_BASE + gpu)?;
+            last_gpu = Some(*gpu);
+        }
+        sink.thread(GPU_PID_BASE + gpu, *q, &format!("queue {q}"), *q)?;
+    }
+
+    Ok(())
+}
