@@ -153,7 +153,9 @@ fn check(r: &Run, only_profiled: bool) -> (usize, usize) {
             assert!(w[1].batch_seq == w[0].batch_seq + 1 || w[1].batch_seq == 0, "pid {pid}: {:?}", p.batches);
         }
         assert_eq!(p.batches[0].batch_seq, 0);
-        if let Some(c) = p.counters.last() {
+        {
+            // Every process ends with a Counters record (the final flush): none is a failure.
+            let c = p.counters.last().unwrap_or_else(|| panic!("pid {pid}: no Counters record arrived"));
             assert_eq!(c.dropped_queue_full, 0, "pid {pid}: {c:?}");
             assert_eq!(c.spill_truncated, 0);
             assert_eq!(c.api_errors, 0, "pid {pid}: {c:?} {:?}", p.infos.last());
@@ -404,7 +406,9 @@ fn check_hsa_full(r: &Run, graphs: bool) -> HsaCheck {
                 pool.entry((pid as u64, o.gpu_begin_ns, o.gpu_end_ns, o.device)).or_default().push(*o);
             }
         }
-        if let Some(c) = p.counters.last() {
+        {
+            // Every process ends with a Counters record (the final flush): none is a failure.
+            let c = p.counters.last().unwrap_or_else(|| panic!("pid {pid}: no Counters record arrived"));
             assert_eq!(c.dropped_queue_full, 0, "{c:?}");
             assert_eq!(c.api_errors, 0, "pid {pid}: {c:?} {:?}", p.infos.last());
         }

@@ -135,10 +135,24 @@ fn test(rest: &[String]) -> Result<()> {
     let mut args = vec!["test", "--workspace", "--exclude", "rtl-ebpf", "--release", "--ignore-rust-version", "--no-fail-fast"];
     args.extend(rest.iter().map(String::as_str));
     cmd("cargo").args(&args).current_dir(root()).run()?;
-    let selftest = root().join("tests/rocm-sim/selftest.sh");
-    if selftest.exists() {
-        cmd("bash").arg(selftest.to_str().unwrap()).current_dir(root()).run()?;
+    // The self-tests the READMEs name: the simulator's (against the real ABIs), and the
+    // workloads' own truth on Debian's real libamdhip64 (no GPU: calls fail) and on the simulator.
+    // A missing script is a failure, not a skip.
+    let rocm_sim = root().join("tests/rocm-sim/selftest.sh");
+    let workloads = root().join("tests/workloads/selftest.sh");
+    for script in [&rocm_sim, &workloads] {
+        if !script.is_file() {
+            bail!("{} is missing: the self-test cannot run", script.display());
+        }
     }
+    cmd("bash").arg(&rocm_sim).current_dir(root()).run().context("tests/rocm-sim/selftest.sh failed")?;
+    cmd("bash").arg(&workloads).current_dir(root()).run().context("tests/workloads/selftest.sh (real library) failed")?;
+    cmd("bash")
+        .arg(&workloads)
+        .args(["--sim", "tests/rocm-sim/build/lib"])
+        .current_dir(root())
+        .run()
+        .context("tests/workloads/selftest.sh --sim failed")?;
     // The package, installed into fresh roots and in a container, traces the demo.
     let d = dist::make()?;
     dist_check::run(&d)?;

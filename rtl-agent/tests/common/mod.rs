@@ -53,7 +53,8 @@ pub struct Proc {
 
 /// Decodes a dump file (every batch must validate) into per-pid records.
 pub fn read_dump(path: &Path) -> HashMap<u32, Proc> {
-    let data = std::fs::read(path).unwrap_or_default();
+    // No dump is not "no ops": the agent did not write (or the test looked in the wrong place).
+    let data = std::fs::read(path).unwrap_or_else(|e| panic!("the agent's dump {}: {e}", path.display()));
     let mut out: HashMap<u32, Proc> = HashMap::new();
     let mut off = 0;
     while off < data.len() {
