@@ -395,14 +395,24 @@ fn lifecycle(multi_only: bool) -> Result<()> {
         time_until_unloaded(Instant::now(), limit)?;
         // Attach, uncontended: median of `rounds`.
         let (mut attach, mut probes_only, mut detach, mut detach_wall) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        // Where the attach time goes (medians): the parts of loading the eBPF object, and
+        // from the outside, spawn -> "functions probed" on the collector's stderr.
+        let parts = ["startup_ms", "load_btf_ms", "load_maps_ms", "load_programs_ms", "load_config_ms"];
+        let mut part_ms: Vec<Vec<f64>> = vec![Vec::new(); parts.len()];
+        let mut spawn_to_probed = Vec::new();
         for _ in 0..rounds {
+            let t0 = Instant::now();
             let mut c = start_until(tracer(&a, links, pid), "functions probed", false)?;
+            spawn_to_probed.push(t0.elapsed().as_secs_f64() * 1e3);
             let t = Instant::now();
             stop(&mut c)?;
             detach_wall.push(time_until_unloaded(t, limit)?);
             attach.push(meta(&a, "attach_ms")?.parse::<f64>().unwrap_or(f64::NAN));
             probes_only.push(meta(&a, "probe_attach_ms")?.parse::<f64>().unwrap_or(f64::NAN));
             detach.push(meta(&a, "detach_ms")?.parse::<f64>().unwrap_or(f64::NAN));
+            for (v, tag) in part_ms.iter_mut().zip(parts) {
+                v.push(meta(&a, tag)?.parse::<f64>().unwrap_or(f64::NAN));
+            }
         }
         let probes = scalar(&a, "SELECT sum(probes) FROM rtl_library")?;
         // A second session's attach while the first detaches.
@@ -445,7 +455,22 @@ fn lifecycle(multi_only: bool) -> Result<()> {
         let (am, dm, dw, cm) = (median(&mut attach), median(&mut detach), median(&mut detach_wall), median(&mut contended));
         println!("lifecycle ({links} links), `attach --pid` with the default API set on {HIP} ({probes} functions, entry + return):");
         println!("  attach, median of {rounds}                                   {am:>8.1} ms   (target <= 50; start -> probes in place: BTF, maps, programs, links)");
-        println!("    of which attaching the probes (links), median of {rounds}  {:>8.1} ms", median(&mut probes_only));
+        let part: Vec<f64> = part_ms.iter_mut().map(|v| median(v)).collect();
+        let links_ms = median(&mut probes_only);
+        println!("    of which attaching the probes (links), median of {rounds}  {links_ms:>8.1} ms");
+        println!(
+            "    of which loading: BTF {:.1}, object + maps {:.1}, link-kind check + programs {:.1}, config {:.1} ms (medians; before the links, outside the parts: {:.1} ms)",
+            part[1],
+            part[2],
+            part[3],
+            part[4],
+            am - links_ms - part[1..].iter().sum::<f64>()
+        );
+        println!(
+            "  session start -> probes in place (startup_ms, scan included) {:>8.1} ms; spawn -> \"functions probed\" on stderr {:>8.1} ms (medians)",
+            part[0],
+            median(&mut spawn_to_probed)
+        );
         println!(
             "  detach in the collector (detach_ms), median of {rounds}      {dm:>8} ms",
             dm = if dm.is_nan() { "background".to_string() } else { format!("{dm:.1}") }

@@ -155,8 +155,37 @@ impl LinkKind {
     }
 }
 
+/// Where the time of [`Probes::load`] went (milliseconds), recorded in the trace's metadata
+/// (`load_*_ms`) and printed by `cargo xtask bench lifecycle`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LoadTimings {
+    /// Parsing the kernel's BTF for the offsets the programs read (0 when an earlier caller,
+    /// e.g. [`super::btf::prefetch`], had parsed it already).
+    pub btf_ms: f64,
+    /// The object: parsing it, the kernel feature probes aya runs once, creating the maps
+    /// (the ring buffer's pages included).
+    pub maps_ms: f64,
+    /// Detecting the link kind (a test link) and loading the programs (the verifier).
+    pub programs_ms: f64,
+    /// Writing the configuration.
+    pub config_ms: f64,
+}
+
+impl LoadTimings {
+    /// (metadata tag, value) pairs.
+    pub fn meta(&self) -> [(&'static str, String); 4] {
+        [
+            ("load_btf_ms", format!("{:.1}", self.btf_ms)),
+            ("load_maps_ms", format!("{:.1}", self.maps_ms)),
+            ("load_programs_ms", format!("{:.1}", self.programs_ms)),
+            ("load_config_ms", format!("{:.1}", self.config_ms)),
+        ]
+    }
+}
+
 pub struct Probes {
     ebpf: Ebpf,
+    pub timings: LoadTimings,
     pub links: LinkKind,
     pub table: ProbeTable,
     selection: ApiSelection,
@@ -168,7 +197,12 @@ pub struct Probes {
 impl Probes {
     /// Loads the programs and maps into the kernel and writes the configuration.
     pub fn load(opts: &LoadOptions, selection: ApiSelection) -> Result<Self> {
+        let ms = |t: std::time::Instant| t.elapsed().as_secs_f64() * 1e3;
+        let mut timings = LoadTimings::default();
+        let t = std::time::Instant::now();
         let mut ebpf = EbpfLoader::new().map_max_entries("EVENTS", opts.ringbuf_bytes).load(EBPF_OBJECT).map_err(load_error)?;
+        timings.maps_ms = ms(t);
+        let t = std::time::Instant::now();
         let links = LinkKind::detect();
         for role in ["api_enter", "api_exit", "agent_publish", "loader_notify"] {
             let name = links.program(role);
@@ -179,8 +213,14 @@ impl Probes {
             let p: &mut RawTracePoint = program(&mut ebpf, name)?.try_into()?;
             p.load().map_err(|e| anyhow!("loading eBPF program {name}: {e}"))?;
         }
+        timings.programs_ms = ms(t);
+        let t = std::time::Instant::now();
+        let _ = super::btf::Btf::kernel();
+        timings.btf_ms = ms(t);
+        let t = std::time::Instant::now();
         let mut me = Self {
             ebpf,
+            timings,
             links,
             table: ProbeTable::default(),
             selection,
@@ -214,6 +254,7 @@ impl Probes {
             me.set_config(config::TASK_SIGNAL_OFF, sig)?;
             me.set_config(config::SIGNAL_EXEC_TASK_OFF, exec)?;
         }
+        me.timings.config_ms = ms(t);
         Ok(me)
     }
 

@@ -48,7 +48,8 @@ pub(super) struct Session {
 
 impl Session {
     /// Opens the trace, attaches the probes to `plan`'s libraries and starts the threads.
-    pub fn start(plan: Plan, opts: &TraceOpts, rt: &tokio::runtime::Runtime) -> Result<Self> {
+    /// `started`: when the session started (for `startup_ms`).
+    pub fn start(plan: Plan, opts: &TraceOpts, rt: &tokio::runtime::Runtime, started: Instant) -> Result<Self> {
         let pids = plan.pids().to_vec();
         let Plan { mode, watch, run_as, agent, scanner, libs } = plan;
         let mut writer = TraceWriter::create(&opts.output, opts.force)?;
@@ -89,6 +90,7 @@ impl Session {
         };
         let attach_ms = t_attach.elapsed().as_secs_f64() * 1e3;
         let probe_attach_ms = t_probes.elapsed().as_secs_f64() * 1e3;
+        let startup_ms = started.elapsed().as_secs_f64() * 1e3;
         let total: usize = probes.attached().map(|r| r.probed).sum();
         if total == 0 && !matches!(mode, Mode::All | Mode::Run(_)) {
             return Err(anyhow!(Fatal::NoProcess(format!("no {} library could be probed", runtime_name(opts.runtime)))));
@@ -108,9 +110,13 @@ impl Session {
         for (tag, value) in [
             ("attach_ms", format!("{attach_ms:.1}")),
             ("probe_attach_ms", format!("{probe_attach_ms:.1}")),
+            ("startup_ms", format!("{startup_ms:.1}")),
             ("attach_kernel_wait_ms", format!("{:.1}", kernel_wait.as_secs_f64() * 1e3)),
             ("uprobe_links", probes.links.name().to_string()),
-        ] {
+        ]
+        .into_iter()
+        .chain(probes.timings.meta())
+        {
             writer.set_meta(tag, &value)?;
         }
         // The decoder/joiner (this thread) and the writer yield to the reader and to the traced

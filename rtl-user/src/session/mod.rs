@@ -40,7 +40,7 @@ pub fn run(mode: Mode, opts: &TraceOpts) -> Result<Outcome> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let signals = event_loop::Signals::register(&rt)?;
     let plan = plan::Plan::make(mode, opts)?;
-    let mut session = attach::Session::start(plan, opts, &rt)?;
+    let mut session = attach::Session::start(plan, opts, &rt, started)?;
     match event_loop::run(&mut session, &rt, signals, opts) {
         Ok(end) => shutdown::finish(session, end, started, opts),
         Err(e) => Err(session.writer.failed(e)),
