@@ -255,7 +255,96 @@ pub mod counter {
     pub const LOADER_STOPS: u32 = 4;
     /// Loader events not reported (`LOADER_EVENTS` full): the process was not stopped.
     pub const LOADER_EVENTS_LOST: u32 = 5;
-    pub const LEN: u32 = 6;
+    /// Dynamic-loader events after which the process ran on unstopped: the library list was
+    /// consistent again and none of its new entries has a name in `LOADER_NAMES`.
+    pub const LOADER_SKIPPED: u32 = 6;
+    pub const LEN: u32 = 7;
+}
+
+/// Offsets in glibc's (and musl's) `struct r_debug` and `struct link_map` on x86-64
+/// (<link.h>: `int r_version; struct link_map *r_map; ...`; `ElfW(Addr) l_addr; char *l_name;
+/// ElfW(Dyn) *l_ld; struct link_map *l_next, *l_prev;`).
+pub mod link_map {
+    /// `r_debug.r_map`: the first entry of the (base namespace's) library list.
+    pub const R_MAP: u64 = 8;
+    /// `link_map.l_name`: the path the library was loaded from (`""` for the program).
+    pub const L_NAME: u64 = 8;
+    /// `link_map.l_next`.
+    pub const L_NEXT: u64 = 24;
+    /// `r_state` values.
+    pub const RT_CONSISTENT: u32 = 0;
+    pub const RT_ADD: u32 = 1;
+    pub const RT_DELETE: u32 = 2;
+}
+
+/// Basename prefixes of the libraries `run` probes (`LOADER_NAMES` map, written by the
+/// collector): at most this many, each at most [`LOADER_NAME_LEN`] bytes. With none written,
+/// the loader probe stops the process at every consistent library list.
+pub const LOADER_NAMES_MAX: u32 = 8;
+pub const LOADER_NAME_WORDS: usize = 4;
+pub const LOADER_NAME_LEN: usize = 8 * LOADER_NAME_WORDS;
+
+/// One basename prefix for the loader probe: a name matches when its first
+/// [`LOADER_NAME_LEN`] bytes, as little-endian words, equal `word` under `mask`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LoaderName {
+    /// The prefix's bytes, zero past its end.
+    pub word: [u64; LOADER_NAME_WORDS],
+    /// 0xff for each byte of the prefix, 0 past its end. All zero: unused slot.
+    pub mask: [u64; LOADER_NAME_WORDS],
+}
+
+impl LoaderName {
+    /// `None` for an empty prefix or one longer than [`LOADER_NAME_LEN`].
+    pub fn new(prefix: &[u8]) -> Option<Self> {
+        if prefix.is_empty() || prefix.len() > LOADER_NAME_LEN {
+            return None;
+        }
+        let (mut b, mut m) = ([0u8; LOADER_NAME_LEN], [0u8; LOADER_NAME_LEN]);
+        b[..prefix.len()].copy_from_slice(prefix);
+        m[..prefix.len()].fill(0xff);
+        let mut n = Self::default();
+        let mut i = 0;
+        while i < LOADER_NAME_WORDS {
+            let mut wb = [0u8; 8];
+            wb.copy_from_slice(&b[8 * i..8 * i + 8]);
+            n.word[i] = u64::from_le_bytes(wb);
+            wb.copy_from_slice(&m[8 * i..8 * i + 8]);
+            n.mask[i] = u64::from_le_bytes(wb);
+            i += 1;
+        }
+        Some(n)
+    }
+
+    /// Does `name` (a basename) start with this prefix? (What the probe computes.)
+    pub fn matches(&self, name: &[u8]) -> bool {
+        let mut b = [0u8; LOADER_NAME_LEN];
+        let n = name.len().min(LOADER_NAME_LEN);
+        b[..n].copy_from_slice(&name[..n]);
+        (0..LOADER_NAME_WORDS).all(|i| {
+            let mut wb = [0u8; 8];
+            wb.copy_from_slice(&b[8 * i..8 * i + 8]);
+            u64::from_le_bytes(wb) & self.mask[i] == self.word[i]
+        })
+    }
+}
+/// Longest library path the loader probe reads from `l_name` (bytes, NUL included); a longer
+/// one makes it stop the process (the collector then decides).
+pub const LOADER_PATH_LEN: usize = 256;
+/// Library-list entries the loader probe looks at per event; past this it stops the process
+/// (and carries on from there at the next event).
+pub const LOADER_WALK_MAX: u32 = 256;
+
+/// Per traced process: the last library-list entry the loader probe has seen and the change
+/// `_dl_debug_state` announced last (`RT_ADD` / `RT_DELETE`; `RT_CONSISTENT` when none is
+/// pending). The entries after `tail` are the ones a `dlopen` added.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LoaderTail {
+    pub tail: u64,
+    pub pending: u32,
+    pub _pad: u32,
 }
 
 /// Offset of `r_state` in glibc's `struct r_debug` on x86-64 (`int r_version; struct link_map

@@ -134,9 +134,59 @@ fn run_probes_a_dlopened_library_before_its_first_call() {
         .unwrap();
     assert_eq!(libs_probed, 3, "each copy is recorded as a probed library");
     let stops: u64 = meta(&db, "loader_stops").unwrap().parse().unwrap();
-    assert!(stops >= 3, "at least one loader stop per dlopen: {stops}");
+    // The program's own start maps nothing rtl-ebpf probes: one stop per dlopen of a copy.
+    assert_eq!(stops, 3, "one loader stop per dlopen of a library rtl-ebpf probes");
     assert_eq!(meta(&db, "loader_events_lost").as_deref(), Some("0"));
     // Nothing is left stopped: the command finished (we got its output) and so did we.
+}
+
+/// `run` of a command that dlopens many libraries rtl-ebpf does not probe around one copy of
+/// libamdhip64: the loader probe stops it once (for the copy), every other dlopen runs on
+/// unstopped, and every call through the copy is still traced from the first.
+#[test]
+fn run_stops_only_for_libraries_it_probes() {
+    require_root();
+    let d = tmpdir();
+    let db = d.path().join("t.db");
+    let hip = d.path().join("copy").join("libamdhip64.so.5");
+    std::fs::create_dir(hip.parent().unwrap()).unwrap();
+    std::fs::copy(HIP, &hip).unwrap();
+    // Unrelated libraries: copies of libz (distinct files, so each dlopen maps a new one).
+    let libz = ["/usr/lib/x86_64-linux-gnu/libz.so.1", "/lib/x86_64-linux-gnu/libz.so.1"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists())
+        .expect("libz.so.1 (zlib1g) is installed");
+    let unrelated = 20;
+    let calls = 100u64;
+    let mut args = vec!["run".to_string(), "--gpu".into(), "none".into(), "-o".into(), db.display().to_string(), "--".into()];
+    args.push(workload("dlopen_late").display().to_string());
+    args.push(calls.to_string());
+    for i in 0..unrelated {
+        let p = d.path().join(format!("libunrelated{i}.so"));
+        std::fs::copy(libz, &p).unwrap();
+        args.push(format!("+{}", p.display()));
+        if i == unrelated / 2 {
+            args.push(hip.display().to_string());
+        }
+    }
+    let out = Command::new(rtl()).args(&args).env_remove("LD_LIBRARY_PATH").output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    eprintln!("{err}");
+    assert!(out.status.success(), "rtl-ebpf run failed");
+    let v: serde_json::Value = serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().last().unwrap()).unwrap();
+    let pid = v["pid"].as_u64().unwrap() as u32;
+    assert_eq!(v["unrelated"].as_u64(), Some(unrelated));
+    assert_eq!(v["total_calls"].as_u64(), Some(calls));
+    let traced = traced_calls(&db);
+    let mine = traced.iter().filter(|c| c.pid == pid && c.name == "hipGetDeviceCount").count() as u64;
+    assert_eq!(mine, calls, "every call through the dlopened copy is traced");
+    let stops: u64 = meta(&db, "loader_stops").unwrap().parse().unwrap();
+    let skipped: u64 = meta(&db, "loader_events_skipped").unwrap().parse().unwrap();
+    eprintln!("loader stops {stops}, events without a stop {skipped}");
+    assert_eq!(stops, 1, "only the dlopen of the libamdhip64 copy stops the process");
+    // The program's start and each unrelated dlopen: one consistent library list each.
+    assert_eq!(skipped, unrelated + 1, "every other loader event ran on unstopped");
+    assert_eq!(meta(&db, "loader_events_lost").as_deref(), Some("0"));
 }
 
 /// Whatever the link kind, nothing of rtl-ebpf holds its output pipe once it has exited

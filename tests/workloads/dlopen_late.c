@@ -7,7 +7,9 @@
  * hipGetDeviceCount(&n) through it, with no pause between dlopen and the
  * first call. (hipGetDeviceCount is in the default API set; without a GPU it fails, through
  * the real code.) Not linked against libamdhip64: nothing of HIP is mapped before the dlopen.
- * Prints one JSON line: {"pid":P,"libs":N,"calls_per_lib":C,"total_calls":N*C}.
+ * A LIB given as +PATH is an unrelated library: it is dlopened and never called (a tracer
+ * should let such a dlopen run on untouched).
+ * Prints one JSON line: {"pid":P,"libs":N,"unrelated":U,"calls_per_lib":C,"total_calls":N*C}.
  * A tracer that probes the library only after its first call loses the first calls.
  */
 #include <dlfcn.h>
@@ -29,7 +31,17 @@ int main(int argc, char **argv)
         return 2;
     }
     volatile unsigned long sink = 0;
+    int libs = 0, unrelated = 0;
     for (int i = 2; i < argc; i++) {
+        if (argv[i][0] == '+') {
+            if (!dlopen(argv[i] + 1, RTLD_NOW | RTLD_LOCAL)) {
+                fprintf(stderr, "dlopen_late: %s\n", dlerror());
+                return 1;
+            }
+            unrelated++;
+            continue;
+        }
+        libs++;
         void *h = dlopen(argv[i], RTLD_NOW | RTLD_LOCAL);
         if (!h) {
             fprintf(stderr, "dlopen_late: %s\n", dlerror());
@@ -45,7 +57,7 @@ int main(int argc, char **argv)
             sink += (unsigned long)f(&n);
         }
     }
-    printf("{\"pid\":%d,\"libs\":%d,\"calls_per_lib\":%ld,\"total_calls\":%ld}\n", (int)getpid(), argc - 2, calls,
-           calls * (argc - 2));
+    printf("{\"pid\":%d,\"libs\":%d,\"unrelated\":%d,\"calls_per_lib\":%ld,\"total_calls\":%ld}\n", (int)getpid(), libs,
+           unrelated, calls, calls * libs);
     return 0;
 }

@@ -79,28 +79,36 @@ impl Runtime {
     }
 }
 
+/// Base-name prefixes of the libraries probed, by kind (the agent's name must also contain
+/// `.so`; the dynamic loaders' are [`super::dynamic_loader::is_loader_name`]).
+const NAME_PREFIXES: &[(&str, LibKind)] = &[
+    ("libamdhip64.so", LibKind::Hip),
+    ("libroctx64.so", LibKind::Roctx),
+    ("librtl_agent", LibKind::Agent),
+    ("libcuda.so", LibKind::Cuda),
+    ("libcudart.so", LibKind::Cudart),
+    ("libnvToolsExt.so", LibKind::Nvtx),
+    ("libnvtx3interop.so", LibKind::Nvtx),
+];
+
 impl LibKind {
     /// Classifies a file by its base name.
     pub fn of(path: &Path) -> Option<Self> {
         let name = path.file_name()?.to_str()?;
         let name = name.strip_suffix(" (deleted)").unwrap_or(name);
-        if name.starts_with("libamdhip64.so") {
-            Some(Self::Hip)
-        } else if name.starts_with("libroctx64.so") {
-            Some(Self::Roctx)
-        } else if name.starts_with("librtl_agent") && name.contains(".so") {
-            Some(Self::Agent)
-        } else if name.starts_with("libcuda.so") {
-            Some(Self::Cuda)
-        } else if name.starts_with("libcudart.so") {
-            Some(Self::Cudart)
-        } else if name.starts_with("libnvToolsExt.so") || name.starts_with("libnvtx3interop.so") {
-            Some(Self::Nvtx)
-        } else if super::dynamic_loader::is_loader_name(name) {
-            Some(Self::Loader)
-        } else {
-            None
+        if let Some(&(_, kind)) = NAME_PREFIXES.iter().find(|(p, _)| name.starts_with(p)) {
+            return (kind != Self::Agent || name.contains(".so")).then_some(kind);
         }
+        super::dynamic_loader::is_loader_name(name).then_some(Self::Loader)
+    }
+}
+
+impl Runtime {
+    /// The base-name prefixes of the libraries a session of this runtime probes when a process
+    /// loads them (dynamic loaders excluded): what `run`'s loader probe compares a newly loaded
+    /// library's name with before it stops the process.
+    pub fn probed_name_prefixes(self) -> Vec<&'static str> {
+        NAME_PREFIXES.iter().filter(|(_, k)| self.probes(*k)).map(|(p, _)| *p).collect()
     }
 }
 
@@ -376,6 +384,35 @@ pub fn dedup(v: Vec<LibraryFile>) -> Vec<LibraryFile> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn loader_probe_prefixes_match_what_of_classifies() {
+        // What `run`'s loader probe compares a dlopened library's basename with must agree with
+        // LibKind::of for every kind the runtime probes (else a dlopen runs on unstopped).
+        for rt in [Runtime::Hip, Runtime::Cuda] {
+            let names: Vec<rtl_common::LoaderName> =
+                rt.probed_name_prefixes().iter().map(|p| rtl_common::LoaderName::new(p.as_bytes()).expect("fits the probe")).collect();
+            assert!(!names.is_empty() && names.len() <= rtl_common::LOADER_NAMES_MAX as usize);
+            for f in [
+                "libamdhip64.so.5",
+                "libamdhip64.so",
+                "libroctx64.so.4",
+                "librtl_agent.so",
+                "libcuda.so.1",
+                "libcudart.so.13",
+                "libnvToolsExt.so.1",
+                "libnvtx3interop.so.1",
+                "libc.so.6",
+                "libpython3.11.so.1.0",
+                "libamdhip6.so",
+                "libcud.so",
+                "ld-linux-x86-64.so.2",
+            ] {
+                let kind = LibKind::of(Path::new(f)).filter(|k| rt.probes(*k) && *k != LibKind::Loader);
+                assert_eq!(names.iter().any(|n| n.matches(f.as_bytes())), kind.is_some(), "{f} under {rt:?}");
+            }
+        }
+    }
 
     #[test]
     fn classifies_names() {

@@ -14,7 +14,7 @@ use aya::programs::uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeScope
 use aya::programs::{RawTracePoint, UProbe};
 use aya::sys::{is_uprobe_multi_supported, UProbeMultiFeature};
 use aya::{Ebpf, EbpfLoader};
-use rtl_common::{config, cookie, counter};
+use rtl_common::{config, cookie, counter, LoaderName, LOADER_NAMES_MAX, LOADER_NAME_LEN};
 
 use super::apis::{self, ApiSpec, Lib};
 use super::library::{LibKind, LibraryFile, Runtime};
@@ -237,6 +237,9 @@ impl Probes {
         // Wake the reader at 1/16 of the buffer; it also drains every DRAIN_INTERVAL.
         me.set_config(config::WAKEUP_BYTES, (opts.ringbuf_bytes / 16) as u64)?;
         me.set_config(config::LOADER_STOP, opts.loader_stop as u64)?;
+        if opts.loader_stop {
+            me.set_loader_names(&opts.runtime.probed_name_prefixes())?;
+        }
         // Without these the exec record has no parent, path or command line (the collector then
         // reads /proc, which a short-lived process has left already).
         match super::btf::exec_offsets() {
@@ -261,6 +264,21 @@ impl Probes {
     fn set_config(&mut self, slot: u32, value: u64) -> Result<()> {
         let mut cfg: Array<&mut MapData, u64> = Array::try_from(self.ebpf.map_mut("CONFIG").context("CONFIG map")?)?;
         cfg.set(slot, &value, 0).context("writing the CONFIG map")?;
+        Ok(())
+    }
+
+    /// The basename prefixes the loader probe compares new libraries with: a process is stopped
+    /// at a dlopen only when it loaded one of these (none written: at every dlopen).
+    fn set_loader_names(&mut self, prefixes: &[&str]) -> Result<()> {
+        if prefixes.len() > LOADER_NAMES_MAX as usize {
+            bail!("{} library name prefixes for the loader probe, it takes {LOADER_NAMES_MAX}", prefixes.len());
+        }
+        let mut m: Array<&mut MapData, LoaderNameValue> = Array::try_from(self.ebpf.map_mut("LOADER_NAMES").context("LOADER_NAMES map")?)?;
+        for (i, p) in prefixes.iter().enumerate() {
+            let v = LoaderName::new(p.as_bytes())
+                .with_context(|| format!("library name prefix {p:?} does not fit the loader probe's {LOADER_NAME_LEN} bytes"))?;
+            m.set(i as u32, &LoaderNameValue(v), 0).context("writing the LOADER_NAMES map")?;
+        }
         Ok(())
     }
 
@@ -474,6 +492,7 @@ impl Probes {
             ("probe_entries", self.counter(counter::ENTRIES).to_string()),
             ("probe_exits", self.counter(counter::EXITS).to_string()),
             ("loader_events_lost", self.counter(counter::LOADER_EVENTS_LOST).to_string()),
+            ("loader_events_skipped", self.counter(counter::LOADER_SKIPPED).to_string()),
             ("agent_batches_truncated", self.counter(counter::AGENT_TRUNCATED).to_string()),
         ]
     }
@@ -512,6 +531,14 @@ pub fn select(selection: &ApiSelection, want: Lib, syms: &Symbols) -> Vec<(Strin
         }
     }
 }
+
+/// [`LoaderName`] as a map value.
+#[derive(Clone, Copy)]
+#[repr(transparent)]
+struct LoaderNameValue(LoaderName);
+
+// SAFETY: plain #[repr(C)] integers, no padding.
+unsafe impl aya::Pod for LoaderNameValue {}
 
 fn program<'a>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut aya::programs::Program> {
     ebpf.program_mut(name).with_context(|| format!("eBPF program {name} missing from the object"))
