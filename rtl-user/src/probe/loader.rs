@@ -159,22 +159,26 @@ impl LinkKind {
 /// (`load_*_ms`) and printed by `cargo xtask bench lifecycle`.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct LoadTimings {
-    /// Parsing the kernel's BTF for the offsets the programs read (0 when an earlier caller,
-    /// e.g. [`super::btf::prefetch`], had parsed it already).
+    /// Parsing the kernel's BTF for the offsets the programs read (0 when an earlier caller had
+    /// parsed it already).
     pub btf_ms: f64,
     /// The object: parsing it, the kernel feature probes aya runs once, creating the maps
     /// (the ring buffer's pages included).
     pub maps_ms: f64,
     /// Detecting the link kind (a test link) and loading the programs (the verifier).
     pub programs_ms: f64,
-    /// Writing the configuration.
+    /// Writing the configuration (after the wait).
     pub config_ms: f64,
+    /// How long the session waited for the loading thread ([`Probes::start_loading`]): the
+    /// part of the three above that its library scan did not cover.
+    pub waited_ms: f64,
 }
 
 impl LoadTimings {
     /// (metadata tag, value) pairs.
-    pub fn meta(&self) -> [(&'static str, String); 4] {
+    pub fn meta(&self) -> [(&'static str, String); 5] {
         [
+            ("load_waited_ms", format!("{:.1}", self.waited_ms)),
             ("load_btf_ms", format!("{:.1}", self.btf_ms)),
             ("load_maps_ms", format!("{:.1}", self.maps_ms)),
             ("load_programs_ms", format!("{:.1}", self.programs_ms)),
@@ -195,28 +199,26 @@ pub struct Probes {
 }
 
 impl Probes {
-    /// Loads the programs and maps into the kernel and writes the configuration.
-    pub fn load(opts: &LoadOptions, selection: ApiSelection) -> Result<Self> {
+    /// Starts loading the eBPF object (maps, the ring buffer's pages, program loads, the kernel's
+    /// BTF) on its own thread, so that this kernel work overlaps the session's library scan;
+    /// [`Probes::load`] takes the result.
+    pub fn start_loading(ringbuf_bytes: u32) -> PendingLoad {
+        let thread = std::thread::Builder::new().name("rtl-load".into()).spawn(move || load_object(ringbuf_bytes));
+        PendingLoad { ringbuf_bytes, thread }
+    }
+
+    /// Takes the loaded object from `pending` (waiting for it) and writes the configuration.
+    pub fn load(pending: PendingLoad, opts: &LoadOptions, selection: ApiSelection) -> Result<Self> {
         let ms = |t: std::time::Instant| t.elapsed().as_secs_f64() * 1e3;
-        let mut timings = LoadTimings::default();
-        let t = std::time::Instant::now();
-        let mut ebpf = EbpfLoader::new().map_max_entries("EVENTS", opts.ringbuf_bytes).load(EBPF_OBJECT).map_err(load_error)?;
-        timings.maps_ms = ms(t);
-        let t = std::time::Instant::now();
-        let links = LinkKind::detect();
-        for role in ["api_enter", "api_exit", "agent_publish", "loader_notify"] {
-            let name = links.program(role);
-            let p: &mut UProbe = program(&mut ebpf, &name)?.try_into()?;
-            p.load().map_err(|e| anyhow!("loading eBPF program {name}: {e}"))?;
+        if pending.ringbuf_bytes != opts.ringbuf_bytes {
+            bail!("the eBPF object was loaded with a {} byte ring buffer, not {}", pending.ringbuf_bytes, opts.ringbuf_bytes);
         }
-        for name in ["task_fork", "task_exec", "task_exit"] {
-            let p: &mut RawTracePoint = program(&mut ebpf, name)?.try_into()?;
-            p.load().map_err(|e| anyhow!("loading eBPF program {name}: {e}"))?;
-        }
-        timings.programs_ms = ms(t);
         let t = std::time::Instant::now();
-        let _ = super::btf::Btf::kernel();
-        timings.btf_ms = ms(t);
+        let (ebpf, links, mut timings) = match pending.thread {
+            Ok(h) => h.join().map_err(|_| anyhow!("the thread loading the eBPF object panicked"))??,
+            Err(e) => return Err(e).context("starting the thread that loads the eBPF object"),
+        };
+        timings.waited_ms = ms(t);
         let t = std::time::Instant::now();
         let mut me = Self {
             ebpf,
@@ -530,6 +532,39 @@ pub fn select(selection: &ApiSelection, want: Lib, syms: &Symbols) -> Vec<(Strin
             names.iter().filter(|n| Lib::of_name(n) == want).map(|n| (n.clone(), apis::spec_for(n, want))).collect()
         }
     }
+}
+
+/// The kernel work of [`Probes::load`]: the object and its maps, the programs (verified for
+/// the link kind this kernel supports), the kernel's BTF (parsed once per process).
+fn load_object(ringbuf_bytes: u32) -> Result<(Ebpf, LinkKind, LoadTimings)> {
+    let ms = |t: std::time::Instant| t.elapsed().as_secs_f64() * 1e3;
+    let mut timings = LoadTimings::default();
+    let t = std::time::Instant::now();
+    let mut ebpf = EbpfLoader::new().map_max_entries("EVENTS", ringbuf_bytes).load(EBPF_OBJECT).map_err(load_error)?;
+    timings.maps_ms = ms(t);
+    let t = std::time::Instant::now();
+    let links = LinkKind::detect();
+    for role in ["api_enter", "api_exit", "agent_publish", "loader_notify"] {
+        let name = links.program(role);
+        let p: &mut UProbe = program(&mut ebpf, &name)?.try_into()?;
+        p.load().map_err(|e| anyhow!("loading eBPF program {name}: {e}"))?;
+    }
+    for name in ["task_fork", "task_exec", "task_exit"] {
+        let p: &mut RawTracePoint = program(&mut ebpf, name)?.try_into()?;
+        p.load().map_err(|e| anyhow!("loading eBPF program {name}: {e}"))?;
+    }
+    timings.programs_ms = ms(t);
+    let t = std::time::Instant::now();
+    // The error, if any, is reported where an offset is asked for.
+    let _ = super::btf::Btf::kernel();
+    timings.btf_ms = ms(t);
+    Ok((ebpf, links, timings))
+}
+
+/// An eBPF object being loaded ([`Probes::start_loading`]).
+pub struct PendingLoad {
+    ringbuf_bytes: u32,
+    thread: std::io::Result<std::thread::JoinHandle<Result<(Ebpf, LinkKind, LoadTimings)>>>,
 }
 
 /// [`LoaderName`] as a map value.

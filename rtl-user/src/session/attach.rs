@@ -16,7 +16,7 @@ use crate::error::Fatal;
 use crate::join::Joiner;
 use crate::pid_watch::PidWatch;
 use crate::probe::library::LibraryFile;
-use crate::probe::loader::{LoadOptions, Probes};
+use crate::probe::loader::{LoadOptions, PendingLoad, Probes};
 use crate::probe::scan::Scanner;
 use crate::term::message as say;
 use crate::trace::writer::TraceWriter;
@@ -48,8 +48,8 @@ pub(super) struct Session {
 
 impl Session {
     /// Opens the trace, attaches the probes to `plan`'s libraries and starts the threads.
-    /// `started`: when the session started (for `startup_ms`).
-    pub fn start(plan: Plan, opts: &TraceOpts, rt: &tokio::runtime::Runtime, started: Instant) -> Result<Self> {
+    /// `loading`: the eBPF object, loading since `started` (when the session started).
+    pub fn start(plan: Plan, loading: PendingLoad, opts: &TraceOpts, rt: &tokio::runtime::Runtime, started: Instant) -> Result<Self> {
         let pids = plan.pids().to_vec();
         let Plan { mode, watch, run_as, agent, scanner, libs } = plan;
         let mut writer = TraceWriter::create(&opts.output, opts.force)?;
@@ -68,6 +68,7 @@ impl Session {
         let t_attach = Instant::now();
         let fsbase_offset = fsbase_offset(opts);
         let mut probes = Probes::load(
+            loading,
             &LoadOptions {
                 ringbuf_bytes: opts.buffer_mb << 20,
                 trace_all: matches!(mode, Mode::All),

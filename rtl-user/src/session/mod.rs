@@ -35,12 +35,14 @@ pub use shutdown::Outcome;
 pub fn run(mode: Mode, opts: &TraceOpts) -> Result<Outcome> {
     preflight()?;
     let started = Instant::now();
+    // The eBPF object loads (maps, programs, kernel BTF) while the plan finds the libraries.
+    let loading = crate::probe::loader::Probes::start_loading(opts.buffer_mb << 20);
     // Signals are caught from here on: a Ctrl-C while attaching (which can take a while when
     // another session's probes are being removed) stops the session cleanly, with a trace.
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let signals = event_loop::Signals::register(&rt)?;
     let plan = plan::Plan::make(mode, opts)?;
-    let mut session = attach::Session::start(plan, opts, &rt, started)?;
+    let mut session = attach::Session::start(plan, loading, opts, &rt, started)?;
     match event_loop::run(&mut session, &rt, signals, opts) {
         Ok(end) => shutdown::finish(session, end, started, opts),
         Err(e) => Err(session.writer.failed(e)),
