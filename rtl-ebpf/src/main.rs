@@ -429,11 +429,14 @@ fn probed_library(e: u64) -> bool {
 /// Copies `dst`'s size of kernel (here: map) memory from `src`.
 #[inline(always)]
 unsafe fn bpf_probe_read_kernel_buf(src: *const u8, dst: &mut [u64; LOADER_NAME_WORDS]) -> Result<(), i64> {
-    let r = aya_ebpf::helpers::generated::bpf_probe_read_kernel(
-        dst.as_mut_ptr() as *mut core::ffi::c_void,
-        (8 * LOADER_NAME_WORDS) as u32,
-        src as *const core::ffi::c_void,
-    );
+    // SAFETY: the helper checks the source; the size is the destination's.
+    let r = unsafe {
+        aya_ebpf::helpers::generated::bpf_probe_read_kernel(
+            dst.as_mut_ptr() as *mut core::ffi::c_void,
+            (8 * LOADER_NAME_WORDS) as u32,
+            src as *const core::ffi::c_void,
+        )
+    };
     if r == 0 {
         Ok(())
     } else {
