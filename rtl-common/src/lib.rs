@@ -35,6 +35,11 @@ pub enum EventKind {
     /// Entry into a probed API that takes no stack arguments ([`ApiEnterShort`]): the common
     /// case, 48 bytes smaller than [`ApiEnter`] (one cache line less per call).
     ApiEnterShort = 10,
+    /// The string argument of the call now returning on this thread, read at its return
+    /// ([`StringLate`]) because the entry probe could not read it: the page holding it was not
+    /// mapped yet (a probe cannot fault pages in). The callee has read the string by then (HIP
+    /// copies kernel names and marker texts), so it is mapped. Written before the [`ApiExit`].
+    StringLate = 11,
 }
 
 impl EventKind {
@@ -50,6 +55,7 @@ impl EventKind {
             8 => Self::LoaderStop,
             9 => Self::ExecKill,
             10 => Self::ApiEnterShort,
+            11 => Self::StringLate,
             _ => return None,
         })
     }
@@ -124,6 +130,16 @@ pub const STRING_ARG_LEN: usize = 256;
 pub struct StringEnter {
     pub enter: ApiEnter,
     /// NUL-terminated, truncated to [`STRING_ARG_LEN`] - 1 bytes; empty if unreadable.
+    pub text: [u8; STRING_ARG_LEN],
+}
+
+/// A string argument read at the call's return ([`EventKind::StringLate`]): `hdr.api_id` and
+/// `hdr.pid_tgid` name the open call it belongs to.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct StringLate {
+    pub hdr: EventHeader,
+    /// NUL-terminated, truncated to [`STRING_ARG_LEN`] - 1 bytes.
     pub text: [u8; STRING_ARG_LEN],
 }
 
@@ -258,7 +274,13 @@ pub mod counter {
     /// Dynamic-loader events after which the process ran on unstopped: the library list was
     /// consistent again and none of its new entries has a name in `LOADER_NAMES`.
     pub const LOADER_SKIPPED: u32 = 6;
-    pub const LEN: u32 = 7;
+    /// String arguments the entry probe could not read (page not mapped yet), read at the
+    /// call's return instead ([`crate::EventKind::StringLate`]).
+    pub const STRINGS_LATE: u32 = 7;
+    /// String arguments unreadable at entry and at return (or not remembered: map full): the
+    /// call is in the trace with an empty text.
+    pub const STRINGS_LOST: u32 = 8;
+    pub const LEN: u32 = 9;
 }
 
 /// Offsets in glibc's (and musl's) `struct r_debug` and `struct link_map` on x86-64

@@ -22,7 +22,7 @@ use aya_ebpf::{
 };
 use rtl_common::{
     config, cookie, counter, link_map, AgentBatch, ApiEnter, ApiEnterShort, ApiExit, EventHeader, EventKind, ExecEvent, LoaderName,
-    LoaderTail, StringEnter, TaskEvent, AGENT_BATCH_MAX, EXEC_ARGS_LEN, LOADER_NAMES_MAX, LOADER_NAME_WORDS, LOADER_PATH_LEN,
+    LoaderTail, StringEnter, StringLate, TaskEvent, AGENT_BATCH_MAX, EXEC_ARGS_LEN, LOADER_NAMES_MAX, LOADER_NAME_WORDS, LOADER_PATH_LEN,
     LOADER_WALK_MAX, MAX_ARGS, MAX_STACK_ARGS, RINGBUF_BYTES,
 };
 
@@ -36,6 +36,12 @@ static TRACED: HashMap<u32, u8> = HashMap::with_max_entries(65536, 0);
 /// Output-pointer argument of the call in progress on each thread (pid_tgid -> address).
 #[map]
 static OUT_PTRS: HashMap<u64, u64> = HashMap::with_max_entries(65536, 0);
+
+/// String arguments the entry probe could not read, by thread (`pid_tgid` -> the pointer): the
+/// return probe reads them once the callee has touched them ([`StringLate`]). LRU: a thread
+/// that dies inside such a call leaves an entry that ages out.
+#[map]
+static LATE_STRINGS: LruHashMap<u64, u64> = LruHashMap::with_max_entries(4096, 0);
 
 /// Dynamic-loader stops ([`EventKind::LoaderStop`]): rare, read by the collector's event loop
 /// at once, never queued behind the backlog of `EVENTS`.
@@ -476,6 +482,10 @@ fn enter(ctx: ProbeContext) -> u32 {
             let s = (*ev).enter.args.get(i).copied().unwrap_or(0) as *const u8;
             if !s.is_null() && bpf_probe_read_user_str_bytes(s, &mut (*ev).text).is_err() {
                 (*ev).text[0] = 0;
+                // Not mapped yet (a probe cannot fault a page in): read it at the return.
+                if LATE_STRINGS.insert(&pid_tgid, &(s as u64), 0).is_err() {
+                    bump(counter::STRINGS_LOST);
+                }
             }
         }
         slot.submit(wakeup_flags(core::mem::size_of::<StringEnter>()));
@@ -588,6 +598,9 @@ fn exit(ctx: RetProbeContext) -> u32 {
         }
         let _ = OUT_PTRS.remove(&pid_tgid);
     }
+    if (ck >> cookie::STRING_SHIFT) & cookie::NIBBLE != 0 {
+        late_string(&ck, pid_tgid);
+    }
     let Some(mut slot) = EVENTS.reserve::<ApiExit>(0) else {
         bump(counter::RINGBUF_DROPS);
         return 0;
@@ -603,6 +616,34 @@ fn exit(ctx: RetProbeContext) -> u32 {
     }
     slot.submit(wakeup_flags(core::mem::size_of::<ApiExit>()));
     0
+}
+
+/// The string argument the entry probe could not read, if any, read now that the callee has
+/// touched it: a [`StringLate`] record, ahead of the call's [`ApiExit`]. Out of line: only APIs
+/// with a string argument come here, and this one rarely does anything.
+#[inline(never)]
+fn late_string(ck: &u64, pid_tgid: u64) {
+    // SAFETY: read-only lookup; the value is copied out before the entry is removed.
+    let Some(p) = (unsafe { LATE_STRINGS.get(&pid_tgid) }).copied() else {
+        return;
+    };
+    let _ = LATE_STRINGS.remove(&pid_tgid);
+    let Some(mut slot) = EVENTS.reserve::<StringLate>(0) else {
+        bump(counter::RINGBUF_DROPS);
+        return;
+    };
+    let ev = slot.as_mut_ptr();
+    // SAFETY: exclusively owned reserved slot; the string read is bounded by the buffer.
+    unsafe {
+        (*ev).hdr = header(EventKind::StringLate, (*ck & cookie::API_MASK) as u32, pid_tgid);
+        if bpf_probe_read_user_str_bytes(p as *const u8, &mut (*ev).text).is_err() {
+            slot.discard(0);
+            bump(counter::STRINGS_LOST);
+            return;
+        }
+    }
+    bump(counter::STRINGS_LATE);
+    slot.submit(wakeup_flags(core::mem::size_of::<StringLate>()));
 }
 
 /// `rtl_agent_publish(const u8 *data, u64 len)` in the in-process agent: copy the batch.

@@ -154,7 +154,9 @@ const PID_COLS: &[&str] = &["pid", "tid", "ppid"];
 const FILE_ID_COLS: &[&str] = &["dev", "inode"];
 /// Metadata that the run's timing decides (the collector's own resource peaks); tags ending in
 /// `_ns`, `_ms`, `_s`, `_ms_max`, `_ms_total` are times.
-const MEASURED_META: &[&str] = &["collector_peak_rss_kb", "spool_peak_bytes"];
+// strings_read_at_return: how many string arguments sat on pages not mapped yet at the call,
+// which depends on the page cache, not on the collector.
+const MEASURED_META: &[&str] = &["collector_peak_rss_kb", "spool_peak_bytes", "strings_read_at_return"];
 const TIME_SUFFIXES: &[&str] = &["_ns", "_ms", "_s", "_ms_max", "_ms_total"];
 
 impl<'a> Dump<'a> {

@@ -1,7 +1,7 @@
 //! Ring-buffer records -> typed events. Every record is length-checked before it is read;
 //! a record of unknown kind or wrong size is counted, never trusted.
 
-use rtl_common::{AgentBatch, ApiEnter, ApiEnterShort, ApiExit, EventHeader, EventKind, ExecEvent, StringEnter, TaskEvent};
+use rtl_common::{AgentBatch, ApiEnter, ApiEnterShort, ApiExit, EventHeader, EventKind, ExecEvent, StringEnter, StringLate, TaskEvent};
 
 /// One decoded ring-buffer record.
 #[derive(Debug, Clone)]
@@ -9,6 +9,8 @@ pub enum Event {
     Enter(ApiEnter),
     /// An entry with a string argument: the entry and the text (lossily UTF-8).
     StringEnter(ApiEnter, String),
+    /// The string argument of the open call `hdr.api_id` on `hdr.pid_tgid`, read at its return.
+    StringLate(EventHeader, String),
     Exit(ApiExit),
     ThreadExit(EventHeader),
     /// A thread killed by another thread's exec.
@@ -63,6 +65,11 @@ pub fn decode(b: &[u8]) -> Result<Event, DecodeError> {
             let s: StringEnter = read(b).ok_or_else(wrong)?;
             let n = s.text.iter().position(|&c| c == 0).unwrap_or(s.text.len());
             Event::StringEnter(s.enter, String::from_utf8_lossy(&s.text[..n]).into_owned())
+        }
+        EventKind::StringLate => {
+            let s: StringLate = read(b).ok_or_else(wrong)?;
+            let n = s.text.iter().position(|&c| c == 0).unwrap_or(s.text.len());
+            Event::StringLate(s.hdr, String::from_utf8_lossy(&s.text[..n]).into_owned())
         }
         EventKind::ApiExit => Event::Exit(read(b).ok_or_else(wrong)?),
         EventKind::ThreadExit => Event::ThreadExit(hdr),

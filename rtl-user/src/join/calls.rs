@@ -83,6 +83,17 @@ impl CallPairer {
         id
     }
 
+    /// The string argument of the innermost open call of `api_id` on `pid_tgid`, read at its
+    /// return because the entry probe could not read it (its text is empty until then).
+    pub fn late_text(&mut self, pid_tgid: u64, api_id: u32, text: String) {
+        let open = self.stacks.get_mut(&pid_tgid).and_then(|s| s.iter_mut().rev().find(|c| c.api_id == api_id));
+        if let Some(c) = open {
+            if c.text.as_deref().is_none_or(str::is_empty) {
+                c.text = Some(text);
+            }
+        }
+    }
+
     /// A return of `api_id` on `pid_tgid` at `ts`. Completed calls go to `out`.
     pub fn exit(&mut self, pid_tgid: u64, api_id: u32, ts: u64, ret: u64, outv: Option<u64>, out: &mut Vec<Call>) {
         let Some(stack) = self.stacks.get_mut(&pid_tgid) else {

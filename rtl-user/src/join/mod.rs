@@ -167,6 +167,7 @@ impl Joiner {
                 let id = self.pairer.enter(&e, Some(text));
                 self.gpu_entered(&e, id);
             }
+            Event::StringLate(h, text) => self.pairer.late_text(h.pid_tgid, h.api_id, text),
             Event::Exit(x) => {
                 self.last_ts = self.last_ts.max(x.hdr.ts_ns);
                 let outv = (x.has_out != 0).then_some(x.out);

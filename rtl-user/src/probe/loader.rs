@@ -496,6 +496,8 @@ impl Probes {
             ("loader_events_lost", self.counter(counter::LOADER_EVENTS_LOST).to_string()),
             ("loader_events_skipped", self.counter(counter::LOADER_SKIPPED).to_string()),
             ("agent_batches_truncated", self.counter(counter::AGENT_TRUNCATED).to_string()),
+            ("strings_read_at_return", self.counter(counter::STRINGS_LATE).to_string()),
+            ("strings_unreadable", self.counter(counter::STRINGS_LOST).to_string()),
         ]
     }
 }
