@@ -38,13 +38,15 @@ use std::sync::Arc;
 
 use rtl_common::agent::{self, ClockDomain, GpuOp, OpKind, Record, Source, Status};
 
+use super::gpu_bounds::{Bound, Room};
 use super::rows::{ApiRow, CallStatus, LinkKind, MetaRow, OpRow, Row, RtlApiRow};
 use super::sequence::{Lane, Placement, Query, SequenceStats};
 use super::strings::{name_from_process, NameTable};
 use super::thread_hash::profiler_thread_id;
 
-/// Calls kept per process for matching (GPU-capable calls only).
+/// Calls kept per process for matching (GPU-capable calls only), and in total (64 bytes each).
 const MAX_CALLS_PER_PID: usize = 1 << 20;
+const MAX_CALLS_TOTAL: usize = 1 << 21;
 /// How long a call stays matchable after it returned (trace clock).
 const KEEP_NS: u64 = 30_000_000_000;
 /// Operations waiting (for their call's return, for the trace to catch up, for their lane's
@@ -58,10 +60,16 @@ const PENDING_GIVE_UP_NS: u64 = 5_000_000_000;
 /// call's end: every call of the thread that entered before it has reached the joiner (events of
 /// different CPUs reach the ring buffer in time order within far less).
 const READY_NS: u64 = 20_000_000;
-/// Decisions remembered per process, for the other ops of the same record.
+/// Decisions remembered per process, for the other ops of the same record, and in total.
 const MAX_DECIDED: usize = 1 << 16;
-/// Lanes per process, and calls per lane (beyond: the time join).
+const MAX_DECIDED_TOTAL: usize = 1 << 20;
+/// Profiler-only API rows remembered per process (by record, for the other ops of the same
+/// record), and in total.
+const MAX_PROFILER_ROWS: usize = 1 << 16;
+const MAX_PROFILER_ROWS_TOTAL: usize = 1 << 20;
+/// Lanes per process and in total, and calls per lane (beyond: the time join).
 const MAX_LANES_PER_PID: usize = 1 << 14;
+const MAX_LANES_TOTAL: usize = 1 << 16;
 const MAX_LANE_CALLS: usize = 1 << 16;
 
 /// A completed API call that may have caused GPU work.
@@ -79,6 +87,7 @@ pub struct IndexedCall {
 pub struct GpuStats {
     pub batches: u64,
     pub batches_rejected: u64,
+    /// Batches whose header names another process than the one the probe saw publish them.
     pub batches_wrong_pid: u64,
     pub batches_truncated: u64,
     pub ops: u64,
@@ -156,8 +165,9 @@ struct Process {
     /// Calls of `calls` a record took (call id -> record index).
     claimed: HashMap<i64, u64>,
     counters: Option<agent::Counters>,
-    /// Profiler-only API rows already written, by record index.
+    /// Profiler-only API rows already written, by record index, bounded (oldest first).
     synthesized: HashMap<u64, i64>,
+    synthesized_order: VecDeque<u64>,
     status_reported: bool,
     /// The profiler session's start (CLOCK_MONOTONIC bounds), from the agent's Info.
     anchor: Option<(u64, u64)>,
@@ -172,22 +182,120 @@ struct Process {
     source_text: Option<String>,
 }
 
+/// The totals over all processes of what [`Process`] keeps (see [`super::gpu_bounds`]).
+#[derive(Debug, Clone)]
+pub struct Bounds {
+    pub calls: Bound,
+    pub profiler_rows: Bound,
+    pub decisions: Bound,
+    pub lanes: Bound,
+}
+
+impl Default for Bounds {
+    fn default() -> Self {
+        Self {
+            calls: Bound::new("calls", MAX_CALLS_PER_PID, MAX_CALLS_TOTAL),
+            profiler_rows: Bound::new("profiler_rows", MAX_PROFILER_ROWS, MAX_PROFILER_ROWS_TOTAL),
+            decisions: Bound::new("decisions", MAX_DECIDED, MAX_DECIDED_TOTAL),
+            lanes: Bound::new("lanes", MAX_LANES_PER_PID, MAX_LANES_TOTAL),
+        }
+    }
+}
+
+impl Bounds {
+    pub fn all(&self) -> [&Bound; 4] {
+        [&self.calls, &self.profiler_rows, &self.decisions, &self.lanes]
+    }
+
+    /// A process's state is gone (exit, exec).
+    fn release(&mut self, p: &Process) {
+        self.calls.freed(p.calls.len());
+        self.profiler_rows.freed(p.synthesized.len());
+        self.decisions.freed(p.decided.len());
+        self.lanes.freed(p.lanes.len());
+    }
+}
+
 impl Process {
-    fn remember(&mut self, record: u64, d: Decision) {
-        if self.decided.insert(record, d).is_none() {
-            self.decided_order.push_back(record);
-            while self.decided_order.len() > MAX_DECIDED {
+    fn remember(&mut self, b: &mut Bound, record: u64, d: Decision) {
+        if let Some(old) = self.decided.get_mut(&record) {
+            *old = d;
+            return;
+        }
+        match b.room(self.decided.len()) {
+            Room::Refuse => return,
+            Room::EvictOwn => {
                 if let Some(r) = self.decided_order.pop_front() {
                     self.decided.remove(&r);
+                    b.evicted(1);
                 }
             }
+            Room::Free => {}
+        }
+        self.decided.insert(record, d);
+        self.decided_order.push_back(record);
+        b.added();
+    }
+
+    /// Remembers the profiler-only API row written for `record`.
+    fn remember_row(&mut self, b: &mut Bound, record: u64, id: i64) {
+        match b.room(self.synthesized.len()) {
+            Room::Refuse => return,
+            Room::EvictOwn => {
+                if let Some(r) = self.synthesized_order.pop_front() {
+                    self.synthesized.remove(&r);
+                    b.evicted(1);
+                }
+            }
+            Room::Free => {}
+        }
+        if self.synthesized.insert(record, id).is_none() {
+            self.synthesized_order.push_back(record);
+            b.added();
         }
     }
 
-    fn lane(&mut self, key: LaneKey) -> Option<&mut Lane> {
-        if !self.lanes.contains_key(&key) && self.lanes.len() >= MAX_LANES_PER_PID {
-            self.lanes_full = true;
-            return None;
+    /// Forgets the records of a previous image (a new `batch_seq` 0).
+    fn forget_records(&mut self, b: &mut Bounds) {
+        b.profiler_rows.freed(self.synthesized.len());
+        b.decisions.freed(self.decided.len());
+        self.synthesized.clear();
+        self.synthesized_order.clear();
+        self.decided.clear();
+        self.decided_order.clear();
+    }
+
+    /// Cuts what it keeps to `share` of each kind (oldest first), counted.
+    fn trim(&mut self, b: &mut Bounds, calls: usize, rows: usize, decisions: usize) {
+        while self.calls.len() > calls {
+            if let Some(c) = self.calls.pop_front() {
+                self.claimed.remove(&c.id);
+                b.calls.evicted(1);
+            }
+        }
+        while self.synthesized.len() > rows {
+            let Some(r) = self.synthesized_order.pop_front() else { break };
+            self.synthesized.remove(&r);
+            b.profiler_rows.evicted(1);
+        }
+        while self.decided.len() > decisions {
+            let Some(r) = self.decided_order.pop_front() else { break };
+            self.decided.remove(&r);
+            b.decisions.evicted(1);
+        }
+    }
+
+    fn lane(&mut self, b: &mut Bound, key: LaneKey) -> Option<&mut Lane> {
+        if !self.lanes.contains_key(&key) {
+            if b.room(self.lanes.len()) != Room::Free {
+                // A lane is not given up for another: the process is joined by time from now.
+                if !self.lanes_full {
+                    b.dropped += 1;
+                }
+                self.lanes_full = true;
+                return None;
+            }
+            b.added();
         }
         Some(self.lanes.entry(key).or_default())
     }
@@ -249,6 +357,8 @@ pub struct GpuJoiner {
     now: u64,
     last_prune: u64,
     pub stats: GpuStats,
+    /// What all processes' state holds, against its total bounds.
+    pub bounds: Bounds,
     /// Messages for the user (agent status), drained by the session.
     pub notices: Vec<String>,
 }
@@ -267,6 +377,7 @@ impl GpuJoiner {
             now: 0,
             last_prune: 0,
             stats: GpuStats::default(),
+            bounds: Bounds::default(),
             notices: Vec::new(),
         }
     }
@@ -298,7 +409,7 @@ impl GpuJoiner {
         let p = self.procs.entry(pid).or_default();
         let pr = p.progress.entry(h).or_insert(start);
         *pr = (*pr).max(start);
-        if let Some(l) = p.lane((h, name.clone())) {
+        if let Some(l) = p.lane(&mut self.bounds.lanes, (h, name.clone())) {
             l.entered(id, start);
         }
     }
@@ -309,7 +420,7 @@ impl GpuJoiner {
         if let Some(h) = call.thread_hash {
             let pr = p.progress.entry(h).or_insert(call.start);
             *pr = (*pr).max(call.start);
-            if let Some(l) = p.lane((h, call.name.clone())) {
+            if let Some(l) = p.lane(&mut self.bounds.lanes, (h, call.name.clone())) {
                 if !l.returned(call.id, call.end) {
                     l.completed(call.id, call.start, call.end);
                 }
@@ -318,19 +429,33 @@ impl GpuJoiner {
         }
         // Agents publish within their drain interval (100 ms by default); a call older than
         // KEEP_NS can no longer be matched and is forgotten.
-        while p.calls.front().is_some_and(|c| c.end + KEEP_NS < call.end) || p.calls.len() >= MAX_CALLS_PER_PID {
+        while p.calls.front().is_some_and(|c| c.end + KEEP_NS < call.end) {
             if let Some(c) = p.calls.pop_front() {
                 p.claimed.remove(&c.id);
+                self.bounds.calls.freed(1);
             }
         }
+        match self.bounds.calls.room(p.calls.len()) {
+            Room::Refuse => return, // counted: its records will be written unlinked
+            Room::EvictOwn => {
+                if let Some(c) = p.calls.pop_front() {
+                    p.claimed.remove(&c.id);
+                    self.bounds.calls.evicted(1);
+                }
+            }
+            Room::Free => {}
+        }
         p.calls.push_back(call);
+        self.bounds.calls.added();
     }
 
     /// The process exec'd: its calls, lanes and numbering are gone. Ops still waiting in its
     /// lanes are kept and retried (then written unlinked); the new image's records may reuse
     /// their record indices.
     pub fn forget_process(&mut self, pid: u32) {
-        self.procs.remove(&pid);
+        if let Some(p) = self.procs.remove(&pid) {
+            self.bounds.release(&p);
+        }
         let keys: Vec<(u32, u64)> = self.parked.keys().filter(|k| k.0 == pid).copied().collect();
         for k in keys {
             if let Some(ws) = self.parked.remove(&k) {
@@ -343,12 +468,19 @@ impl GpuJoiner {
     /// Forgets lane calls that returned more than KEEP_NS ago, in every lane (lanes of threads
     /// that went quiet are not pruned by their own calls). Lanes themselves stay: their numbering
     /// continues when the thread (or a thread reusing its id) calls again.
+    /// Also cuts every process to its fair share of each total bound (see
+    /// [`super::gpu_bounds`]).
     fn prune_lanes(&mut self) {
         let before = self.now.saturating_sub(KEEP_NS);
+        let holders = |f: &dyn Fn(&Process) -> usize| self.procs.values().filter(|p| f(p) > 0).count();
+        let calls = self.bounds.calls.fair_share(holders(&|p| p.calls.len()));
+        let rows = self.bounds.profiler_rows.fair_share(holders(&|p| p.synthesized.len()));
+        let decisions = self.bounds.decisions.fair_share(holders(&|p| p.decided.len()));
         for p in self.procs.values_mut() {
             for l in p.lanes.values_mut() {
                 l.prune(before, MAX_LANE_CALLS);
             }
+            p.trim(&mut self.bounds, calls, rows, decisions);
         }
     }
 
@@ -376,9 +508,7 @@ impl GpuJoiner {
             // A new image (exec) or a forked child: its string ids and record numbers start again.
             if let Some(p) = self.procs.get_mut(&pid) {
                 p.strings.clear();
-                p.synthesized.clear();
-                p.decided.clear();
-                p.decided_order.clear();
+                p.forget_records(&mut self.bounds);
                 p.anchor = None;
             }
         }
@@ -518,7 +648,7 @@ impl GpuJoiner {
                     }
                     None => Decision::Unlinked(LinkKind::UnlinkedNoCall),
                 };
-                p.remember(rec, d);
+                p.remember(&mut self.bounds.decisions, rec, d);
                 d
             }
             None => Decision::Unlinked(LinkKind::UnlinkedNoThread),
@@ -603,7 +733,7 @@ impl GpuJoiner {
         };
         if identity {
             if let Some(p) = self.procs.get_mut(&pid) {
-                p.remember(op.record_index, decision);
+                p.remember(&mut self.bounds.decisions, op.record_index, decision);
             }
         }
         self.emit(pid, op, decision, win, next_id, out);
@@ -649,7 +779,7 @@ impl GpuJoiner {
             Placement::NoWindow => Some(Decision::Unlinked(LinkKind::UnlinkedNoCall)),
         };
         for &(r, d) in &decided {
-            p.remember(r, d);
+            p.remember(&mut self.bounds.decisions, r, d);
         }
         (mine, decided)
     }
@@ -772,7 +902,7 @@ impl GpuJoiner {
                 Some(&id) => id,
                 None => {
                     let id = next_id();
-                    p.synthesized.insert(op.record_index, id);
+                    p.remember_row(&mut self.bounds.profiler_rows, op.record_index, id);
                     self.stats.profiler_only_calls += 1;
                     let tid = if op.flags & agent::OP_TID_KNOWN != 0 { op.tid } else { 0 };
                     out.push(Row::Api(ApiRow { id, pid, tid, start: cs, end: ce.max(cs), name }));
@@ -813,6 +943,7 @@ impl GpuJoiner {
             correlation_id,
             api_id,
             link: Some(link),
+            pid: Some(pid),
         }
     }
 
@@ -828,8 +959,14 @@ impl GpuJoiner {
             ("agent_graph_spans", self.stats.graph_spans),
             ("agent_barriers_untimed", self.stats.barriers_untimed),
             ("agent_other_packets", self.stats.other_packets),
+            // Part of agent_batches_rejected: batches claiming another process (never written).
+            ("agent_batches_rejected_wrong_pid", self.stats.batches_wrong_pid),
         ] {
             out.push(Row::Meta(MetaRow { tag: tag.into(), value: v.to_string() }));
+        }
+        for b in self.bounds.all() {
+            out.push(Row::Meta(MetaRow { tag: format!("gpu_join_{}_dropped", b.what), value: b.dropped.to_string() }));
+            out.push(Row::Meta(MetaRow { tag: format!("gpu_join_{}_peak", b.what), value: b.peak.to_string() }));
         }
     }
 
@@ -845,6 +982,7 @@ impl GpuJoiner {
         }
         self.parked_order.retain(|&(_, p, _)| p != pid);
         if let Some(p) = self.procs.remove(&pid) {
+            self.bounds.release(&p);
             self.fold_counters(&p);
         }
     }
