@@ -117,6 +117,9 @@ impl GpuStats {
     pub fn metadata(&self) -> Vec<(&'static str, String)> {
         vec![
             ("agent_batches_rejected", (self.batches_rejected + self.batches_wrong_pid).to_string()),
+            // Part of agent_batches_rejected: batches naming another process than the one the
+            // probe saw publish them (never written).
+            ("agent_batches_rejected_wrong_pid", self.batches_wrong_pid.to_string()),
             ("agent_batches_oversized", self.batches_truncated.to_string()),
             ("gpu_ops", self.ops.to_string()),
             ("gpu_ops_linked", self.ops_linked.to_string()),
@@ -959,8 +962,6 @@ impl GpuJoiner {
             ("agent_graph_spans", self.stats.graph_spans),
             ("agent_barriers_untimed", self.stats.barriers_untimed),
             ("agent_other_packets", self.stats.other_packets),
-            // Part of agent_batches_rejected: batches claiming another process (never written).
-            ("agent_batches_rejected_wrong_pid", self.stats.batches_wrong_pid),
         ] {
             out.push(Row::Meta(MetaRow { tag: tag.into(), value: v.to_string() }));
         }
@@ -1171,7 +1172,7 @@ mod tests {
         let mut meta = Vec::new();
         j.finish_counters(&mut meta);
         let tag = |t: &str| meta.iter().find_map(|r| if let Row::Meta(m) = r { (m.tag == t).then(|| m.value.clone()) } else { None });
-        assert_eq!(tag("agent_batches_rejected_wrong_pid").as_deref(), Some("1"));
+        assert!(j.stats.metadata().contains(&("agent_batches_rejected_wrong_pid", "1".to_string())));
         assert_eq!(tag("gpu_join_profiler_rows_peak").as_deref(), Some("30"));
     }
 
