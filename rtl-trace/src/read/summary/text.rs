@@ -199,7 +199,8 @@ pub(super) fn write_text(s: &Summary, out: &mut dyn Write) -> Result<()> {
             .iter()
             .map(|(pid, n)| format!("{n} from pid {}", pid.map_or_else(|| "unknown".to_string(), |p| p.to_string())))
             .collect();
-        let left_out = if s.linked_only { "left out of every table above (--linked-only)" } else { "counted above (--linked-only leaves them out)" };
+        let left_out =
+            if s.linked_only { "left out of every table above (--linked-only)" } else { "counted above (--linked-only leaves them out)" };
         writeln!(out, "  GPU ops linked to no traced call, as their publishers sent them: {}; {left_out}", by.join(", "))?;
     }
     writeln!(out, "  API calls never returned (unclosed): {}", s.unclosed_apis)?;
