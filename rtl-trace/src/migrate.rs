@@ -57,6 +57,7 @@ const ADDED_COLUMNS: &[(&str, &str, &str)] = &[
     ("rocpd_api", "correlation_id", "INTEGER NOT NULL DEFAULT 0"),
     ("rocpd_op", "sequenceId", "INTEGER NOT NULL DEFAULT 0"),
     ("rocpd_op", "correlation_id", "INTEGER NOT NULL DEFAULT 0"),
+    ("rtl_op", "pid", "INTEGER"),
     ("rocpd_kernelapi", "stream", "TEXT NOT NULL DEFAULT ''"),
     ("rocpd_kernelapi", "privateSegmentSize", "INTEGER NOT NULL DEFAULT 0"),
     ("rocpd_copyapi", "stream", "TEXT NOT NULL DEFAULT ''"),

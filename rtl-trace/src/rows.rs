@@ -114,6 +114,8 @@ pub struct OpRow {
     pub api_id: Option<i64>,
     /// GPU ops: how `api_id` was found (an `rtl_op` row); None for markers.
     pub link: Option<LinkKind>,
+    /// GPU ops: the process that published the op (the pid the probe saw, `rtl_op.pid`).
+    pub pid: Option<u32>,
 }
 
 /// `rtl_process`.

@@ -11,7 +11,8 @@ pub const RPD_SCHEMA_VERSION: &str = "3";
 /// Version of rtl-ebpf's own additions (`rtl_schema_version`); bump on any change and migrate.
 /// 2: `rtl_api_meaning` (what `ret` and `a0..a3` hold, per API), non-error returns stored by kind.
 /// 3: `rtl_op` (how each GPU op was linked to its API call).
-pub const RTL_SCHEMA_VERSION: i64 = 3;
+/// 4: `rtl_op.pid` (the process that published the op, as the probe saw it).
+pub const RTL_SCHEMA_VERSION: i64 = 4;
 
 /// Tables. Written so that running it on an existing file is harmless (IF NOT EXISTS).
 pub const TABLES: &str = r#"
@@ -79,9 +80,12 @@ CREATE TABLE IF NOT EXISTS rtl_api_meaning (
 -- One row per GPU op (same id as rocpd_op; markers have none): how its API call was found.
 --   link: 1 correlation (record number since the profiler session began), 2 sequence (order +
 --   time windows), 3 time alone; not linked: 0 thread never seen, 4 no call fits, 5 ambiguous
+--   pid: the process that published the op (the pid the kernel probe saw call
+--        rtl_agent_publish, never what the batch says); NULL in traces from before version 4
 CREATE TABLE IF NOT EXISTS rtl_op (
     op_id INTEGER PRIMARY KEY REFERENCES rocpd_op(id),
-    link INTEGER NOT NULL);
+    link INTEGER NOT NULL,
+    pid INTEGER);
 -- Traced processes.
 CREATE TABLE IF NOT EXISTS rtl_process (
     pid INTEGER PRIMARY KEY, ppid INTEGER, exe TEXT, cmdline TEXT,

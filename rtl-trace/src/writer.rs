@@ -395,8 +395,8 @@ impl TraceWriter {
                                         .execute(params![api, op_id])?;
                                 }
                                 if let Some(link) = o.link {
-                                    tx.prepare_cached("INSERT INTO rtl_op (op_id, link) VALUES (?1, ?2)")?
-                                        .execute(params![op_id, link as i64])?;
+                                    tx.prepare_cached("INSERT INTO rtl_op (op_id, link, pid) VALUES (?1, ?2, ?3)")?
+                                        .execute(params![op_id, link as i64, o.pid])?;
                                 }
                                 ops += 1;
                             }

@@ -109,11 +109,11 @@ fn main() -> anyhow::Result<()> {
     println!("summary_data: {:.2} s; scans (parallel): {:?}", t.elapsed().as_secs_f64(), data.timings);
     let mut text = Vec::new();
     let t = Instant::now();
-    summary(&db, &SummaryOptions { json: false, html: None, top: 20 }, &mut text)?;
+    summary(&db, &SummaryOptions { json: false, html: None, top: 20, linked_only: false }, &mut text)?;
     let s_text = t.elapsed().as_secs_f64();
     let mut json = Vec::new();
     let t = Instant::now();
-    summary(&db, &SummaryOptions { json: true, html: None, top: 20 }, &mut json)?;
+    summary(&db, &SummaryOptions { json: true, html: None, top: 20, linked_only: false }, &mut json)?;
     let s_json = t.elapsed().as_secs_f64();
     if std::env::var_os("BENCH_SHOW").is_some() {
         println!("{}", String::from_utf8_lossy(&text));

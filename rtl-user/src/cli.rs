@@ -140,6 +140,11 @@ pub enum Command {
         /// were left out (JSON: `totals.kernels_left_out`, `totals.apis_left_out`).
         #[arg(long, default_value_t = 15, value_name = "N")]
         top: usize,
+        /// Leave out GPU ops linked to no traced API call (rtl_op.link 0, 4, 5) and the
+        /// profiler-only calls written for them: keep only what the probes confirm. The
+        /// unlinked ops are what the traced process's agent alone says (docs/tracing.md).
+        #[arg(long)]
+        linked_only: bool,
     },
     /// Convert a trace for a timeline viewer (Perfetto UI, chrome://tracing).
     #[command(after_help = CONVERT_AFTER)]

@@ -63,8 +63,8 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             opts.as_root = as_root;
             trace(Mode::Run(cmd), &opts)?
         }
-        Some(Command::Summary { trace, json, html, top }) => {
-            let opts = read::SummaryOptions { json, html, top };
+        Some(Command::Summary { trace, json, html, top, linked_only }) => {
+            let opts = read::SummaryOptions { json, html, top, linked_only };
             read::summary(&trace, &opts, &mut stdout)?;
             0
         }
@@ -114,7 +114,11 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         }
         Some(Command::Merge { output, inputs }) => {
             let stats = read::merge(&inputs, &output, true)?;
-            term::message(&format!("merged {} traces into {}:\n{}", inputs.len(), output.display(), stats.to_string().trim_end()));
+            let table = stats.to_string();
+            term::message_lines(
+                &format!("merged {} traces into {}:", inputs.len(), output.display()),
+                &table.trim_end().lines().collect::<Vec<_>>(),
+            );
             0
         }
         Some(Command::ListApis { lib, apis, runtime }) => {

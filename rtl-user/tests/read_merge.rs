@@ -107,7 +107,7 @@ fn merge_two_hosts_keeps_every_row() {
 
     // The readers work on the result.
     let mut o = Vec::new();
-    summary(&out, &SummaryOptions { json: true, html: None, top: 10 }, &mut o).unwrap();
+    summary(&out, &SummaryOptions { json: true, html: None, top: 10, linked_only: false }, &mut o).unwrap();
     let s: serde_json::Value = serde_json::from_slice(&o).unwrap();
     assert_eq!(s["totals"]["api_calls"], 20);
     assert_eq!(s["totals"]["gpu_ops"], 14);

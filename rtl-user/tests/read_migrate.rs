@@ -150,7 +150,7 @@ fn rpd_v2_migrates_without_losing_a_row() {
 
     // And the readers work on it.
     let mut out = Vec::new();
-    summary(&p, &SummaryOptions { json: true, html: None, top: 10 }, &mut out).unwrap();
+    summary(&p, &SummaryOptions { json: true, html: None, top: 10, linked_only: false }, &mut out).unwrap();
     let s: serde_json::Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(s["totals"]["gpu_ops"], 3);
     assert_eq!(s["totals"]["api_calls"], 3);
@@ -184,7 +184,7 @@ fn trace_lite_file_migrates_and_keeps_its_views() {
     assert!(!migrate(&Connection::open(&p).unwrap()).unwrap().changed());
     assert_eq!(sha(&p), bytes);
     let mut out = Vec::new();
-    summary(&p, &SummaryOptions { json: true, html: None, top: 10 }, &mut out).unwrap();
+    summary(&p, &SummaryOptions { json: true, html: None, top: 10, linked_only: false }, &mut out).unwrap();
     let s: serde_json::Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(s["totals"]["gpu_ops"], 2);
     assert_eq!(s["totals"]["markers"], 1);

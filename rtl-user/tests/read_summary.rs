@@ -7,7 +7,7 @@ use serde_json::Value;
 
 fn json_summary(db: &std::path::Path) -> Value {
     let mut out = Vec::new();
-    summary(db, &SummaryOptions { json: true, html: None, top: 20 }, &mut out).unwrap();
+    summary(db, &SummaryOptions { json: true, html: None, top: 20, linked_only: false }, &mut out).unwrap();
     serde_json::from_slice(&out).unwrap()
 }
 
@@ -99,7 +99,7 @@ fn summary_text_and_top() {
     let d = tmpdir();
     let db = sample_trace(&d.path().join("t.db"), "nodeA", 0);
     let mut out = Vec::new();
-    summary(&db, &SummaryOptions { json: false, html: None, top: 1 }, &mut out).unwrap();
+    summary(&db, &SummaryOptions { json: false, html: None, top: 1, linked_only: false }, &mut out).unwrap();
     let text = String::from_utf8(out).unwrap();
     for want in [
         "GPU kernels and ops by total time (top 1 of 3; 2 left out: --top 0 shows all)",
@@ -125,7 +125,7 @@ fn summary_html_is_self_contained() {
     let db = sample_trace(&d.path().join("t.db"), "nodeA", 0);
     let html = d.path().join("report.html");
     let mut out = Vec::new();
-    summary(&db, &SummaryOptions { json: false, html: Some(html.clone()), top: 10 }, &mut out).unwrap();
+    summary(&db, &SummaryOptions { json: false, html: Some(html.clone()), top: 10, linked_only: false }, &mut out).unwrap();
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(page.starts_with("<!DOCTYPE html>"));
     assert_eq!(page.matches("<svg").count(), 2, "timeline + kernel chart");

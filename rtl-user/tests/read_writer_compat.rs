@@ -47,6 +47,7 @@ fn rows() -> Vec<Row> {
             correlation_id: id,
             api_id: Some(id),
             link: Some(LinkKind::Correlation),
+            pid: Some(4242),
         }));
     }
     v.push(Row::Op(OpRow {
@@ -60,6 +61,7 @@ fn rows() -> Vec<Row> {
         correlation_id: 1,
         api_id: Some(1),
         link: None,
+        pid: None,
     }));
     v
 }
@@ -75,13 +77,13 @@ fn readers_work_on_writer_output() {
 
     // While the collector is still writing (WAL mode, writer open), the readers already work.
     let mut out = Vec::new();
-    summary(&db, &SummaryOptions { json: true, html: None, top: 5 }, &mut out).unwrap();
+    summary(&db, &SummaryOptions { json: true, html: None, top: 5, linked_only: false }, &mut out).unwrap();
     let s: serde_json::Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(s["totals"]["gpu_ops"], 4);
     w.finish().unwrap();
 
     let mut out = Vec::new();
-    summary(&db, &SummaryOptions { json: true, html: None, top: 5 }, &mut out).unwrap();
+    summary(&db, &SummaryOptions { json: true, html: None, top: 5, linked_only: false }, &mut out).unwrap();
     let s: serde_json::Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(s["totals"]["api_calls"], 5);
     assert_eq!(s["totals"]["gpu_ops"], 4);

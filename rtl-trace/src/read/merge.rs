@@ -300,7 +300,7 @@ pub fn merge(inputs: &[PathBuf], facts: ApiFacts, out: &Path, out_host_tag: bool
                      ON CONFLICT (apiName_id) DO NOTHING",
                     s("apiName_id")
                 ))?;
-                named("INSERT INTO main.rtl_op (op_id, link) SELECT op_id + :ooff, link FROM src.rtl_op".into())?;
+                named("INSERT INTO main.rtl_op (op_id, link, pid) SELECT op_id + :ooff, link, pid + :poff FROM src.rtl_op".into())?;
                 let procs_before = count(&c, "main.rtl_process")?;
                 named(
                     "INSERT INTO main.rtl_process (pid, ppid, exe, cmdline, first_ns, last_ns, exited)

@@ -38,13 +38,15 @@ use std::sync::Arc;
 
 use rtl_common::agent::{self, ClockDomain, GpuOp, OpKind, Record, Source, Status};
 
+use super::gpu_bounds::{Bound, Room};
 use super::rows::{ApiRow, CallStatus, LinkKind, MetaRow, OpRow, Row, RtlApiRow};
 use super::sequence::{Lane, Placement, Query, SequenceStats};
 use super::strings::{name_from_process, NameTable};
 use super::thread_hash::profiler_thread_id;
 
-/// Calls kept per process for matching (GPU-capable calls only).
+/// Calls kept per process for matching (GPU-capable calls only), and in total (64 bytes each).
 const MAX_CALLS_PER_PID: usize = 1 << 20;
+const MAX_CALLS_TOTAL: usize = 1 << 21;
 /// How long a call stays matchable after it returned (trace clock).
 const KEEP_NS: u64 = 30_000_000_000;
 /// Operations waiting (for their call's return, for the trace to catch up, for their lane's
@@ -58,10 +60,16 @@ const PENDING_GIVE_UP_NS: u64 = 5_000_000_000;
 /// call's end: every call of the thread that entered before it has reached the joiner (events of
 /// different CPUs reach the ring buffer in time order within far less).
 const READY_NS: u64 = 20_000_000;
-/// Decisions remembered per process, for the other ops of the same record.
+/// Decisions remembered per process, for the other ops of the same record, and in total.
 const MAX_DECIDED: usize = 1 << 16;
-/// Lanes per process, and calls per lane (beyond: the time join).
+const MAX_DECIDED_TOTAL: usize = 1 << 20;
+/// Profiler-only API rows remembered per process (by record, for the other ops of the same
+/// record), and in total.
+const MAX_PROFILER_ROWS: usize = 1 << 16;
+const MAX_PROFILER_ROWS_TOTAL: usize = 1 << 20;
+/// Lanes per process and in total, and calls per lane (beyond: the time join).
 const MAX_LANES_PER_PID: usize = 1 << 14;
+const MAX_LANES_TOTAL: usize = 1 << 16;
 const MAX_LANE_CALLS: usize = 1 << 16;
 
 /// A completed API call that may have caused GPU work.
@@ -79,6 +87,7 @@ pub struct IndexedCall {
 pub struct GpuStats {
     pub batches: u64,
     pub batches_rejected: u64,
+    /// Batches whose header names another process than the one the probe saw publish them.
     pub batches_wrong_pid: u64,
     pub batches_truncated: u64,
     pub ops: u64,
@@ -108,6 +117,9 @@ impl GpuStats {
     pub fn metadata(&self) -> Vec<(&'static str, String)> {
         vec![
             ("agent_batches_rejected", (self.batches_rejected + self.batches_wrong_pid).to_string()),
+            // Part of agent_batches_rejected: batches naming another process than the one the
+            // probe saw publish them (never written).
+            ("agent_batches_rejected_wrong_pid", self.batches_wrong_pid.to_string()),
             ("agent_batches_oversized", self.batches_truncated.to_string()),
             ("gpu_ops", self.ops.to_string()),
             ("gpu_ops_linked", self.ops_linked.to_string()),
@@ -156,8 +168,9 @@ struct Process {
     /// Calls of `calls` a record took (call id -> record index).
     claimed: HashMap<i64, u64>,
     counters: Option<agent::Counters>,
-    /// Profiler-only API rows already written, by record index.
+    /// Profiler-only API rows already written, by record index, bounded (oldest first).
     synthesized: HashMap<u64, i64>,
+    synthesized_order: VecDeque<u64>,
     status_reported: bool,
     /// The profiler session's start (CLOCK_MONOTONIC bounds), from the agent's Info.
     anchor: Option<(u64, u64)>,
@@ -172,22 +185,120 @@ struct Process {
     source_text: Option<String>,
 }
 
+/// The totals over all processes of what [`Process`] keeps (see [`super::gpu_bounds`]).
+#[derive(Debug, Clone)]
+pub struct Bounds {
+    pub calls: Bound,
+    pub profiler_rows: Bound,
+    pub decisions: Bound,
+    pub lanes: Bound,
+}
+
+impl Default for Bounds {
+    fn default() -> Self {
+        Self {
+            calls: Bound::new("calls", MAX_CALLS_PER_PID, MAX_CALLS_TOTAL),
+            profiler_rows: Bound::new("profiler_rows", MAX_PROFILER_ROWS, MAX_PROFILER_ROWS_TOTAL),
+            decisions: Bound::new("decisions", MAX_DECIDED, MAX_DECIDED_TOTAL),
+            lanes: Bound::new("lanes", MAX_LANES_PER_PID, MAX_LANES_TOTAL),
+        }
+    }
+}
+
+impl Bounds {
+    pub fn all(&self) -> [&Bound; 4] {
+        [&self.calls, &self.profiler_rows, &self.decisions, &self.lanes]
+    }
+
+    /// A process's state is gone (exit, exec).
+    fn release(&mut self, p: &Process) {
+        self.calls.freed(p.calls.len());
+        self.profiler_rows.freed(p.synthesized.len());
+        self.decisions.freed(p.decided.len());
+        self.lanes.freed(p.lanes.len());
+    }
+}
+
 impl Process {
-    fn remember(&mut self, record: u64, d: Decision) {
-        if self.decided.insert(record, d).is_none() {
-            self.decided_order.push_back(record);
-            while self.decided_order.len() > MAX_DECIDED {
+    fn remember(&mut self, b: &mut Bound, record: u64, d: Decision) {
+        if let Some(old) = self.decided.get_mut(&record) {
+            *old = d;
+            return;
+        }
+        match b.room(self.decided.len()) {
+            Room::Refuse => return,
+            Room::EvictOwn => {
                 if let Some(r) = self.decided_order.pop_front() {
                     self.decided.remove(&r);
+                    b.evicted(1);
                 }
             }
+            Room::Free => {}
+        }
+        self.decided.insert(record, d);
+        self.decided_order.push_back(record);
+        b.added();
+    }
+
+    /// Remembers the profiler-only API row written for `record`.
+    fn remember_row(&mut self, b: &mut Bound, record: u64, id: i64) {
+        match b.room(self.synthesized.len()) {
+            Room::Refuse => return,
+            Room::EvictOwn => {
+                if let Some(r) = self.synthesized_order.pop_front() {
+                    self.synthesized.remove(&r);
+                    b.evicted(1);
+                }
+            }
+            Room::Free => {}
+        }
+        if self.synthesized.insert(record, id).is_none() {
+            self.synthesized_order.push_back(record);
+            b.added();
         }
     }
 
-    fn lane(&mut self, key: LaneKey) -> Option<&mut Lane> {
-        if !self.lanes.contains_key(&key) && self.lanes.len() >= MAX_LANES_PER_PID {
-            self.lanes_full = true;
-            return None;
+    /// Forgets the records of a previous image (a new `batch_seq` 0).
+    fn forget_records(&mut self, b: &mut Bounds) {
+        b.profiler_rows.freed(self.synthesized.len());
+        b.decisions.freed(self.decided.len());
+        self.synthesized.clear();
+        self.synthesized_order.clear();
+        self.decided.clear();
+        self.decided_order.clear();
+    }
+
+    /// Cuts what it keeps to `share` of each kind (oldest first), counted.
+    fn trim(&mut self, b: &mut Bounds, calls: usize, rows: usize, decisions: usize) {
+        while self.calls.len() > calls {
+            if let Some(c) = self.calls.pop_front() {
+                self.claimed.remove(&c.id);
+                b.calls.evicted(1);
+            }
+        }
+        while self.synthesized.len() > rows {
+            let Some(r) = self.synthesized_order.pop_front() else { break };
+            self.synthesized.remove(&r);
+            b.profiler_rows.evicted(1);
+        }
+        while self.decided.len() > decisions {
+            let Some(r) = self.decided_order.pop_front() else { break };
+            self.decided.remove(&r);
+            b.decisions.evicted(1);
+        }
+    }
+
+    fn lane(&mut self, b: &mut Bound, key: LaneKey) -> Option<&mut Lane> {
+        if !self.lanes.contains_key(&key) {
+            if b.room(self.lanes.len()) != Room::Free {
+                // A lane is not given up for another: the process is joined by time from now.
+                if !self.lanes_full {
+                    b.dropped += 1;
+                }
+                self.lanes_full = true;
+                return None;
+            }
+            b.added();
         }
         Some(self.lanes.entry(key).or_default())
     }
@@ -249,6 +360,8 @@ pub struct GpuJoiner {
     now: u64,
     last_prune: u64,
     pub stats: GpuStats,
+    /// What all processes' state holds, against its total bounds.
+    pub bounds: Bounds,
     /// Messages for the user (agent status), drained by the session.
     pub notices: Vec<String>,
 }
@@ -267,6 +380,7 @@ impl GpuJoiner {
             now: 0,
             last_prune: 0,
             stats: GpuStats::default(),
+            bounds: Bounds::default(),
             notices: Vec::new(),
         }
     }
@@ -298,7 +412,7 @@ impl GpuJoiner {
         let p = self.procs.entry(pid).or_default();
         let pr = p.progress.entry(h).or_insert(start);
         *pr = (*pr).max(start);
-        if let Some(l) = p.lane((h, name.clone())) {
+        if let Some(l) = p.lane(&mut self.bounds.lanes, (h, name.clone())) {
             l.entered(id, start);
         }
     }
@@ -309,7 +423,7 @@ impl GpuJoiner {
         if let Some(h) = call.thread_hash {
             let pr = p.progress.entry(h).or_insert(call.start);
             *pr = (*pr).max(call.start);
-            if let Some(l) = p.lane((h, call.name.clone())) {
+            if let Some(l) = p.lane(&mut self.bounds.lanes, (h, call.name.clone())) {
                 if !l.returned(call.id, call.end) {
                     l.completed(call.id, call.start, call.end);
                 }
@@ -318,19 +432,33 @@ impl GpuJoiner {
         }
         // Agents publish within their drain interval (100 ms by default); a call older than
         // KEEP_NS can no longer be matched and is forgotten.
-        while p.calls.front().is_some_and(|c| c.end + KEEP_NS < call.end) || p.calls.len() >= MAX_CALLS_PER_PID {
+        while p.calls.front().is_some_and(|c| c.end + KEEP_NS < call.end) {
             if let Some(c) = p.calls.pop_front() {
                 p.claimed.remove(&c.id);
+                self.bounds.calls.freed(1);
             }
         }
+        match self.bounds.calls.room(p.calls.len()) {
+            Room::Refuse => return, // counted: its records will be written unlinked
+            Room::EvictOwn => {
+                if let Some(c) = p.calls.pop_front() {
+                    p.claimed.remove(&c.id);
+                    self.bounds.calls.evicted(1);
+                }
+            }
+            Room::Free => {}
+        }
         p.calls.push_back(call);
+        self.bounds.calls.added();
     }
 
     /// The process exec'd: its calls, lanes and numbering are gone. Ops still waiting in its
     /// lanes are kept and retried (then written unlinked); the new image's records may reuse
     /// their record indices.
     pub fn forget_process(&mut self, pid: u32) {
-        self.procs.remove(&pid);
+        if let Some(p) = self.procs.remove(&pid) {
+            self.bounds.release(&p);
+        }
         let keys: Vec<(u32, u64)> = self.parked.keys().filter(|k| k.0 == pid).copied().collect();
         for k in keys {
             if let Some(ws) = self.parked.remove(&k) {
@@ -343,12 +471,19 @@ impl GpuJoiner {
     /// Forgets lane calls that returned more than KEEP_NS ago, in every lane (lanes of threads
     /// that went quiet are not pruned by their own calls). Lanes themselves stay: their numbering
     /// continues when the thread (or a thread reusing its id) calls again.
+    /// Also cuts every process to its fair share of each total bound (see
+    /// [`super::gpu_bounds`]).
     fn prune_lanes(&mut self) {
         let before = self.now.saturating_sub(KEEP_NS);
+        // Every process counts, those refused so far too (they get room from the others).
+        let n = self.procs.len();
+        let (calls, rows, decisions) =
+            (self.bounds.calls.fair_share(n), self.bounds.profiler_rows.fair_share(n), self.bounds.decisions.fair_share(n));
         for p in self.procs.values_mut() {
             for l in p.lanes.values_mut() {
                 l.prune(before, MAX_LANE_CALLS);
             }
+            p.trim(&mut self.bounds, calls, rows, decisions);
         }
     }
 
@@ -376,9 +511,7 @@ impl GpuJoiner {
             // A new image (exec) or a forked child: its string ids and record numbers start again.
             if let Some(p) = self.procs.get_mut(&pid) {
                 p.strings.clear();
-                p.synthesized.clear();
-                p.decided.clear();
-                p.decided_order.clear();
+                p.forget_records(&mut self.bounds);
                 p.anchor = None;
             }
         }
@@ -518,7 +651,7 @@ impl GpuJoiner {
                     }
                     None => Decision::Unlinked(LinkKind::UnlinkedNoCall),
                 };
-                p.remember(rec, d);
+                p.remember(&mut self.bounds.decisions, rec, d);
                 d
             }
             None => Decision::Unlinked(LinkKind::UnlinkedNoThread),
@@ -603,7 +736,7 @@ impl GpuJoiner {
         };
         if identity {
             if let Some(p) = self.procs.get_mut(&pid) {
-                p.remember(op.record_index, decision);
+                p.remember(&mut self.bounds.decisions, op.record_index, decision);
             }
         }
         self.emit(pid, op, decision, win, next_id, out);
@@ -649,7 +782,7 @@ impl GpuJoiner {
             Placement::NoWindow => Some(Decision::Unlinked(LinkKind::UnlinkedNoCall)),
         };
         for &(r, d) in &decided {
-            p.remember(r, d);
+            p.remember(&mut self.bounds.decisions, r, d);
         }
         (mine, decided)
     }
@@ -772,7 +905,7 @@ impl GpuJoiner {
                 Some(&id) => id,
                 None => {
                     let id = next_id();
-                    p.synthesized.insert(op.record_index, id);
+                    p.remember_row(&mut self.bounds.profiler_rows, op.record_index, id);
                     self.stats.profiler_only_calls += 1;
                     let tid = if op.flags & agent::OP_TID_KNOWN != 0 { op.tid } else { 0 };
                     out.push(Row::Api(ApiRow { id, pid, tid, start: cs, end: ce.max(cs), name }));
@@ -813,6 +946,7 @@ impl GpuJoiner {
             correlation_id,
             api_id,
             link: Some(link),
+            pid: Some(pid),
         }
     }
 
@@ -831,6 +965,10 @@ impl GpuJoiner {
         ] {
             out.push(Row::Meta(MetaRow { tag: tag.into(), value: v.to_string() }));
         }
+        for b in self.bounds.all() {
+            out.push(Row::Meta(MetaRow { tag: format!("gpu_join_{}_dropped", b.what), value: b.dropped.to_string() }));
+            out.push(Row::Meta(MetaRow { tag: format!("gpu_join_{}_peak", b.what), value: b.peak.to_string() }));
+        }
     }
 
     /// A process exited: its agent's latest counters go into the stats and its state is freed
@@ -845,6 +983,7 @@ impl GpuJoiner {
         }
         self.parked_order.retain(|&(_, p, _)| p != pid);
         if let Some(p) = self.procs.remove(&pid) {
+            self.bounds.release(&p);
             self.fold_counters(&p);
         }
     }
@@ -965,6 +1104,136 @@ pub fn thread_hash_of(fsbase: u64) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A batch of `n` CLR dispatches from `pid` (header pid `claim`), records `first..`, none of
+    /// which any traced call matches.
+    fn forged(claim: u32, seq: u64, first: u64, n: u64) -> Vec<u8> {
+        let mut buf = vec![0u8; rtl_common::AGENT_BATCH_MAX];
+        let mut w = agent::BatchWriter::new(&mut buf, claim, seq).unwrap();
+        if seq == 0 {
+            assert!(w.push_string(1, agent::STR_API, 0, b"hipLaunchKernel"));
+            assert!(w.push_string(2, agent::STR_KERNEL, 0, b"victim_kernel"));
+        }
+        for r in first..first + n {
+            let op = GpuOp {
+                source: Source::Clr as u8,
+                op: OpKind::Dispatch as u8,
+                flags: agent::OP_HAS_CPU_TIMES | agent::OP_HAS_THREAD_HASH,
+                cpu_clock: ClockDomain::Monotonic as u8,
+                gpu_clock: ClockDomain::Monotonic as u8,
+                thread_id: 0x5eed,
+                cpu_start_ns: 1_000 + r,
+                cpu_end_ns: 2_000 + r,
+                gpu_begin_ns: 3_000 + r,
+                gpu_end_ns: 4_000 + r,
+                kernel_name_id: 2,
+                api_name_id: 1,
+                record_index: r,
+                op_count: 1,
+                ..Default::default()
+            };
+            assert!(w.push_gpu_op(&op));
+        }
+        w.finish(0).to_vec()
+    }
+
+    /// Publishes `records` forged records from `pid` and decides them all; returns the op rows.
+    fn publish(j: &mut GpuJoiner, pid: u32, records: u64, ids: &mut i64) -> Vec<OpRow> {
+        let mut rows = Vec::new();
+        let (mut seq, mut r) = (0, 0);
+        while r < records {
+            let n = (records - r).min(20);
+            let b = forged(pid, seq, r, n);
+            let mut next = || {
+                *ids += 1;
+                *ids
+            };
+            j.on_batch(pid, &b, b.len() as u32, 10_000 + r, &mut next, &mut rows);
+            j.retry_pending(10_000 + r, true, &mut next, &mut rows);
+            seq += 1;
+            r += n;
+        }
+        rows.into_iter().filter_map(|x| if let Row::Op(o) = x { Some(o) } else { None }).collect()
+    }
+
+    /// A batch is read only as the work of the process the probe saw publish it: one naming
+    /// another pid is refused and counted, and every op written carries its publisher's pid.
+    #[test]
+    fn ops_belong_to_their_publisher() {
+        let mut j = GpuJoiner::new(0);
+        let (mut rows, mut id) = (Vec::new(), 0i64);
+        let b = forged(4242, 0, 0, 5);
+        j.on_batch(7, &b, b.len() as u32, 1, &mut || 1, &mut rows);
+        assert!(rows.is_empty());
+        assert_eq!(j.stats.batches_wrong_pid, 1);
+        let ops = publish(&mut j, 7, 30, &mut id);
+        assert_eq!(ops.len(), 30);
+        assert!(ops.iter().all(|o| o.pid == Some(7) && o.link == Some(LinkKind::UnlinkedNoThread)), "{:?}", ops[0]);
+        let mut meta = Vec::new();
+        j.finish_counters(&mut meta);
+        let tag = |t: &str| meta.iter().find_map(|r| if let Row::Meta(m) = r { (m.tag == t).then(|| m.value.clone()) } else { None });
+        assert!(j.stats.metadata().contains(&("agent_batches_rejected_wrong_pid", "1".to_string())));
+        assert_eq!(tag("gpu_join_profiler_rows_peak").as_deref(), Some("30"));
+    }
+
+    /// Profiler-only rows and decisions, remembered by record: bounded per process (before: one
+    /// entry per forged record for the process's lifetime) and over all processes, counted.
+    #[test]
+    fn records_remembered_are_bounded_per_process_and_in_total() {
+        let mut j = GpuJoiner::new(0);
+        let mut id = 0i64;
+        let over = MAX_PROFILER_ROWS as u64 + 1_000;
+        let ops = publish(&mut j, 7, over, &mut id);
+        assert_eq!(ops.len() as u64, over, "every op written");
+        let p = &j.procs[&7];
+        assert_eq!(p.synthesized.len(), MAX_PROFILER_ROWS);
+        assert_eq!(p.decided.len(), MAX_DECIDED);
+        assert_eq!(j.bounds.profiler_rows.dropped, 1_000);
+        assert_eq!(j.bounds.decisions.dropped, 1_000);
+        // More processes than the total holds, each at its own bound.
+        let procs = (MAX_PROFILER_ROWS_TOTAL / MAX_PROFILER_ROWS) as u32 + 1;
+        for pid in 100..100 + procs {
+            publish(&mut j, pid, MAX_PROFILER_ROWS as u64, &mut id);
+        }
+        let held: usize = j.procs.values().map(|p| p.synthesized.len()).sum();
+        assert_eq!(held, j.bounds.profiler_rows.held);
+        assert!(held <= MAX_PROFILER_ROWS_TOTAL, "{held}");
+        assert_eq!(j.bounds.profiler_rows.peak, MAX_PROFILER_ROWS_TOTAL);
+        let sent = over + procs as u64 * MAX_PROFILER_ROWS as u64;
+        assert_eq!(j.bounds.profiler_rows.dropped, sent - held as u64, "every record not kept is counted");
+        // A process exiting gives its share back.
+        let mut rows = Vec::new();
+        j.process_exited(7, &mut || 0, &mut rows);
+        assert_eq!(j.bounds.profiler_rows.held, held - MAX_PROFILER_ROWS);
+    }
+
+    /// The calls kept for matching: bounded in total, whatever the number of processes.
+    #[test]
+    fn calls_kept_are_bounded_in_total() {
+        let mut j = GpuJoiner::new(0);
+        let name: Arc<str> = Arc::from("hipLaunchKernel");
+        let per = MAX_CALLS_PER_PID as u64;
+        for pid in 1..=3u32 {
+            for i in 0..per + 10 {
+                let call = IndexedCall { id: i as i64, tid: pid, thread_hash: None, name: name.clone(), start: i, end: i + 1 };
+                j.index_call(pid, call);
+            }
+        }
+        let held: usize = j.procs.values().map(|p| p.calls.len()).sum();
+        assert_eq!(held, j.bounds.calls.held);
+        assert!(held <= MAX_CALLS_TOTAL, "{held}");
+        assert!(j.procs.values().all(|p| p.calls.len() <= MAX_CALLS_PER_PID));
+        assert_eq!(j.bounds.calls.dropped, 3 * (per + 10) - held as u64);
+        // One process was refused everything; the periodic pass cuts every process to its fair
+        // share, so it gets room.
+        j.retry_pending(2_000_000_000, false, &mut || 0, &mut Vec::new());
+        let lens: Vec<usize> = j.procs.values().map(|p| p.calls.len()).collect();
+        assert!(lens.iter().all(|&n| n <= MAX_CALLS_TOTAL / 3), "{lens:?}");
+        let starved = *j.procs.iter().find(|(_, p)| p.calls.is_empty()).expect("a process was refused").0;
+        let call = IndexedCall { id: 1, tid: starved, thread_hash: None, name, start: 2_000_000_000, end: 2_000_000_001 };
+        j.index_call(starved, call);
+        assert_eq!(j.procs[&starved].calls.len(), 1);
+    }
 
     #[test]
     fn source_lines() {

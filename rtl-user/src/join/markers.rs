@@ -29,6 +29,7 @@ fn op(tid: u32, start: u64, end: u64, text: String, api_id: i64) -> OpRow {
         correlation_id: api_id,
         api_id: Some(api_id),
         link: None,
+        pid: None,
     }
 }
 

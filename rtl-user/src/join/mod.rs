@@ -10,6 +10,7 @@
 pub mod args;
 pub mod calls;
 pub mod gpu;
+pub mod gpu_bounds;
 pub mod markers;
 pub mod proc_info;
 // The rows the joiner produces are the trace's vocabulary (rtl-trace).

@@ -17,8 +17,13 @@ pub(crate) fn pretty_name(s: &str) -> String {
 
 /// Computes the summary of `db` (the data behind every output format).
 pub fn summary_data(db: &Path, facts: crate::api_meaning::ApiFacts, top: usize) -> Result<Summary> {
+    summary_data_of(db, facts, top, false)
+}
+
+/// [`summary_data`]; `linked_only`: see [`super::SummaryOptions::linked_only`].
+pub fn summary_data_of(db: &Path, facts: crate::api_meaning::ApiFacts, top: usize, linked_only: bool) -> Result<Summary> {
     let conn = crate::read::open::open_trace(db, facts)?;
-    let scans = run_scans(&conn).with_context(|| format!("{}: summarising", db.display()))?;
+    let scans = run_scans(&conn, linked_only).with_context(|| format!("{}: summarising", db.display()))?;
     let names = crate::read::open::strings(&conn)?;
     let name = |id: i64| names.get(&id).cloned().unwrap_or_else(|| format!("<string {id}>"));
     let mut s = Summary { source: db.display().to_string(), timings: scans.timings.clone(), ..Default::default() };
@@ -217,7 +222,11 @@ pub fn summary_data(db: &Path, facts: crate::api_meaning::ApiFacts, top: usize) 
     // Links, and how they were made.
     let has_links: bool =
         conn.query_row("SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'rtl_op'", [], |r| r.get(0))?;
-    let q = if has_links { "SELECT link, count(*) FROM rtl_op GROUP BY link" } else { "SELECT 0, 0 WHERE false" };
+    let q = match (has_links, linked_only) {
+        (false, _) => "SELECT 0, 0 WHERE false",
+        (true, false) => "SELECT link, count(*) FROM rtl_op GROUP BY link",
+        (true, true) => "SELECT link, count(*) FROM rtl_op WHERE link IN (1, 2, 3) GROUP BY link",
+    };
     let mut st = conn.prepare(q)?;
     let mut rows = st.query([])?;
     while let Some(r) = rows.next()? {
@@ -236,6 +245,16 @@ pub fn summary_data(db: &Path, facts: crate::api_meaning::ApiFacts, top: usize) 
     drop(rows);
     s.links = scans.links;
     s.unlinked_gpu_ops = (s.gpu_ops - scans.linked_ops).max(0);
+    // Ops linked to no traced call, by who published them (what the agent alone says).
+    s.linked_only = linked_only;
+    if has_links {
+        let mut st = conn.prepare("SELECT pid, count(*) FROM rtl_op WHERE link IN (0, 4, 5) GROUP BY pid ORDER BY 2 DESC, 1")?;
+        s.unlinked_by_publisher = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<Result<_, _>>()?;
+        if !linked_only {
+            // Ops with a profiler-only API row are in rocpd_api_ops too: count them here.
+            s.unlinked_gpu_ops = s.unlinked_gpu_ops.max(s.unlinked_by_publisher.iter().map(|x| x.1).sum());
+        }
+    }
     let l = &scans.latency;
     if !l.is_null() {
         let g = |k: &str| l[k].as_i64().unwrap_or(0);

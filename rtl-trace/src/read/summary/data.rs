@@ -152,6 +152,11 @@ pub struct Summary {
     /// line per unfinished input (empty: complete, or not written by rtl-ebpf).
     pub incomplete: Vec<String>,
     pub unlinked_gpu_ops: i64,
+    /// GPU ops linked to no traced call (`rtl_op.link` 0, 4, 5), by the process that published
+    /// them (`rtl_op.pid`; None: a trace from before it was recorded).
+    pub unlinked_by_publisher: Vec<(Option<i64>, i64)>,
+    /// True when those ops (and their profiler-only API rows) were left out (`--linked-only`).
+    pub linked_only: bool,
     pub unclosed_apis: i64,
     /// Unclosed calls by `rtl_api.status` reason (thread exited, exec, trace ended, unmatched).
     pub unclosed_by_reason: BTreeMap<String, i64>,

@@ -58,6 +58,9 @@ impl Summary {
             "lost": {
                 "dropped": self.dropped.iter().map(|(k, v)| (k.clone(), meta_value(k, v))).collect::<serde_json::Map<_, _>>(),
                 "unlinked_gpu_ops": self.unlinked_gpu_ops,
+                "unlinked_gpu_ops_by_publisher": self.unlinked_by_publisher.iter()
+                    .map(|(pid, n)| json!({ "pid": pid, "ops": n })).collect::<Vec<_>>(),
+                "unlinked_gpu_ops_left_out": self.linked_only,
                 "unclosed_apis": self.unclosed_apis,
                 "unclosed_by_reason": self.unclosed_by_reason,
                 "profiler_only_apis": self.profiler_only_apis,

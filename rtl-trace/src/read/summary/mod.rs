@@ -25,7 +25,7 @@ mod scans;
 mod sql_functions;
 mod text;
 
-pub use build::summary_data;
+pub use build::{summary_data, summary_data_of};
 pub use data::*;
 
 /// Options of `rtl-ebpf summary`.
@@ -37,11 +37,15 @@ pub struct SummaryOptions {
     pub html: Option<PathBuf>,
     /// Rows in the top-kernel / top-API tables (0: all).
     pub top: usize,
+    /// Leave out GPU ops linked to no traced call (`rtl_op.link` 0, 4, 5) and the
+    /// profiler-only API rows written for them (`rtl_api.status` 5): what the in-process agent
+    /// alone says, which the traced process could forge (docs/tracing.md, the agent channel).
+    pub linked_only: bool,
 }
 
 impl Default for SummaryOptions {
     fn default() -> Self {
-        SummaryOptions { json: false, html: None, top: 20 }
+        SummaryOptions { json: false, html: None, top: 20, linked_only: false }
     }
 }
 
@@ -51,12 +55,13 @@ pub fn summary(db: &Path, facts: crate::api_meaning::ApiFacts, opts: &SummaryOpt
     if let Some(h) = &opts.html {
         crate::read::open::refuse_output_that_is_an_input(h, &[db])?;
     }
-    let s = summary_data(db, facts, opts.top)?;
+    let s = summary_data_of(db, facts, opts.top, opts.linked_only)?;
     if let Some(h) = &opts.html {
         html::write_report(&s, db, h)?;
     }
     if opts.json {
-        serde_json::to_writer_pretty(&mut *out, &s.to_json())?;
+        // Strings in it come from traced processes: no control reaches a terminal (term::json).
+        out.write_all(crate::term::json(serde_json::to_string_pretty(&s.to_json())?).as_bytes())?;
         writeln!(out)?;
     } else {
         text::write_text(&s, out)?;

@@ -12,6 +12,8 @@ use super::sql_functions::{groups, parse_groups, register};
 
 #[derive(Default)]
 pub(super) struct Scans {
+    /// Set before the scans: leave out unlinked ops and profiler-only calls (`--linked-only`).
+    pub linked_only: bool,
     pub api: Vec<(i64, i64, Stat)>,
     pub status: Vec<(i64, i64, Stat)>,
     pub ops: Vec<(i64, i64, Stat)>,
@@ -25,8 +27,18 @@ pub(super) struct Scans {
 
 type Job = fn(&Connection, &Mutex<Scans>) -> Result<()>;
 
+/// `--linked-only`: the ops and calls left out (GPU ops linked to no traced call, and the
+/// profiler-only API rows written for them).
+const UNLINKED_OPS: &str = "(SELECT op_id FROM rtl_op WHERE link IN (0, 4, 5))";
+const PROFILER_ONLY_CALLS: &str = "(SELECT api_id FROM rtl_api WHERE status = 5)";
+
+fn linked_only(out: &Mutex<Scans>) -> bool {
+    out.lock().unwrap().linked_only
+}
+
 fn job_api(c: &Connection, out: &Mutex<Scans>) -> Result<()> {
-    let g = groups(c, "SELECT rtl_group(pid, apiName_id, end - start, start, end) FROM rocpd_api")?;
+    let only = if linked_only(out) { format!(" WHERE id NOT IN {PROFILER_ONLY_CALLS}") } else { String::new() };
+    let g = groups(c, &format!("SELECT rtl_group(pid, apiName_id, end - start, start, end) FROM rocpd_api{only}"))?;
     out.lock().unwrap().api = g;
     Ok(())
 }
@@ -45,7 +57,8 @@ fn job_status(c: &Connection, out: &Mutex<Scans>) -> Result<()> {
                                   r.ret * 16 + r.status * 2 + 1, r.status * 2), 1)
              FROM rtl_api r CROSS JOIN rocpd_api a ON a.id = r.api_id
                   LEFT JOIN rtl_api_meaning m ON m.apiName_id = a.apiName_id
-             WHERE r.status != 0 OR (r.ret != 0 AND m.ret_kind IN {errors})"
+             WHERE (r.status != 0 OR (r.ret != 0 AND m.ret_kind IN {errors})){}",
+            if linked_only(out) { " AND r.status != 5" } else { "" }
         ),
     )?;
     out.lock().unwrap().status = g;
@@ -53,9 +66,12 @@ fn job_status(c: &Connection, out: &Mutex<Scans>) -> Result<()> {
 }
 
 fn job_ops(c: &Connection, out: &Mutex<Scans>) -> Result<()> {
+    let only = if linked_only(out) { format!(" WHERE id NOT IN {UNLINKED_OPS}") } else { String::new() };
     let (ops, busy): (Option<String>, Option<String>) = c.query_row(
-        "SELECT rtl_group(iif(gpuId >= 0, description_id, -1), opType_id, end - start, start, end),
-                rtl_busy(gpuId, queueId, start, end) FROM rocpd_op",
+        &format!(
+            "SELECT rtl_group(iif(gpuId >= 0, description_id, -1), opType_id, end - start, start, end),
+                rtl_busy(gpuId, queueId, start, end) FROM rocpd_op{only}"
+        ),
         [],
         |r| Ok((r.get(0)?, r.get(1)?)),
     )?;
@@ -68,11 +84,14 @@ fn job_ops(c: &Connection, out: &Mutex<Scans>) -> Result<()> {
 }
 
 fn job_links(c: &Connection, out: &Mutex<Scans>) -> Result<()> {
+    let only = if linked_only(out) { format!(" AND o.id NOT IN {UNLINKED_OPS}") } else { String::new() };
     let (pid, lat, linked, links): (Option<String>, Option<String>, i64, i64) = c.query_row(
-        "SELECT rtl_group(a.pid, 0, o.end - o.start), rtl_quantiles(o.start - a.start), rtl_distinct(o.id),
+        &format!(
+            "SELECT rtl_group(a.pid, 0, o.end - o.start), rtl_quantiles(o.start - a.start), rtl_distinct(o.id),
                 (SELECT count(*) FROM rocpd_api_ops)
          FROM rocpd_api_ops l CROSS JOIN rocpd_op o ON o.id = l.op_id CROSS JOIN rocpd_api a ON a.id = l.api_id
-         WHERE o.gpuId >= 0",
+         WHERE o.gpuId >= 0{only}"
+        ),
         [],
         |r| Ok((r.get(0)?, r.get(1)?, r.get::<_, Option<i64>>(2)?.unwrap_or(0), r.get(3)?)),
     )?;
@@ -85,8 +104,8 @@ fn job_links(c: &Connection, out: &Mutex<Scans>) -> Result<()> {
     Ok(())
 }
 
-pub(super) fn run_scans(trace: &crate::read::open::Trace) -> Result<Scans> {
-    let out = Mutex::new(Scans::default());
+pub(super) fn run_scans(trace: &crate::read::open::Trace, linked_only: bool) -> Result<Scans> {
+    let out = Mutex::new(Scans { linked_only, ..Default::default() });
     let jobs: [(&str, Job); 4] = [("api", job_api), ("links", job_links), ("ops", job_ops), ("status", job_status)];
     let timed = |name: &str, job: Job, c: &Connection, out: &Mutex<Scans>| -> Result<()> {
         let t = std::time::Instant::now();

@@ -193,6 +193,16 @@ pub(super) fn write_text(s: &Summary, out: &mut dyn Write) -> Result<()> {
     writeln!(out)?;
     writeln!(out, "Lost or incomplete data")?;
     writeln!(out, "  GPU ops without an API link: {}", s.unlinked_gpu_ops)?;
+    if !s.unlinked_by_publisher.is_empty() {
+        let by: Vec<String> = s
+            .unlinked_by_publisher
+            .iter()
+            .map(|(pid, n)| format!("{n} from pid {}", pid.map_or_else(|| "unknown".to_string(), |p| p.to_string())))
+            .collect();
+        let left_out =
+            if s.linked_only { "left out of every table above (--linked-only)" } else { "counted above (--linked-only leaves them out)" };
+        writeln!(out, "  GPU ops linked to no traced call, as their publishers sent them: {}; {left_out}", by.join(", "))?;
+    }
     writeln!(out, "  API calls never returned (unclosed): {}", s.unclosed_apis)?;
     for (why, n) in &s.unclosed_by_reason {
         writeln!(out, "    {why}: {n}")?;
