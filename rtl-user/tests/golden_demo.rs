@@ -152,7 +152,8 @@ struct Dump<'a> {
 const TIME_COLS: &[&str] = &["start", "end", "first_ns", "last_ns"];
 const PID_COLS: &[&str] = &["pid", "tid", "ppid"];
 const FILE_ID_COLS: &[&str] = &["dev", "inode"];
-/// Metadata that the run's timing decides (the collector's own resource peaks); tags ending in
+/// Metadata that the run's timing decides (the collector's own resource peaks, and every
+/// `*_peak`: how much state was held at once depends on when the agent's batches arrived); tags ending in
 /// `_ns`, `_ms`, `_s`, `_ms_max`, `_ms_total` are times.
 // strings_read_at_return: how many string arguments sat on pages not mapped yet at the call,
 // which depends on the page cache, not on the collector.
@@ -314,7 +315,7 @@ impl<'a> Dump<'a> {
                         };
                         let value = if TIME_SUFFIXES.iter().any(|x| tag.ends_with(x)) {
                             "<time>".to_string()
-                        } else if MEASURED_META.contains(&tag.as_str()) {
+                        } else if MEASURED_META.contains(&tag.as_str()) || tag.ends_with("_peak") {
                             "<measured>".to_string()
                         } else if tag == "hostname" {
                             "<host>".to_string()
