@@ -157,7 +157,19 @@ const FILE_ID_COLS: &[&str] = &["dev", "inode"];
 /// `_ns`, `_ms`, `_s`, `_ms_max`, `_ms_total` are times.
 // strings_read_at_return: how many string arguments sat on pages not mapped yet at the call,
 // which depends on the page cache, not on the collector.
-const MEASURED_META: &[&str] = &["collector_peak_rss_kb", "spool_peak_bytes", "strings_read_at_return"];
+// events_decoded / spool_records: one more when a string was read at return. agent_batches: when
+// the agent flushes is timing. fsbase_offset and ringbuf_drops_per_cpu: this kernel's layout and
+// this machine's CPU count.
+const MEASURED_META: &[&str] = &[
+    "collector_peak_rss_kb",
+    "spool_peak_bytes",
+    "strings_read_at_return",
+    "events_decoded",
+    "spool_records",
+    "agent_batches",
+    "fsbase_offset",
+    "ringbuf_drops_per_cpu",
+];
 const TIME_SUFFIXES: &[&str] = &["_ns", "_ms", "_s", "_ms_max", "_ms_total"];
 
 impl<'a> Dump<'a> {
