@@ -190,6 +190,9 @@ pub const AGENT_BATCH_MAX: usize = 4096;
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct AgentBatch {
+    /// `hdr.api_id`: the publisher's tgid in its own (innermost) pid namespace, what the agent's
+    /// `getpid()` returned and wrote into its batch header (the host's tgid outside containers);
+    /// 0 when the kernel's layout is unknown.
     pub hdr: EventHeader,
     /// Bytes the agent asked to publish.
     pub len: u32,
@@ -254,7 +257,15 @@ pub mod config {
     /// Byte offsets of `arg_start` and `arg_end` in `struct mm_struct`.
     pub const MM_ARG_START_OFF: u32 = 12;
     pub const MM_ARG_END_OFF: u32 = 13;
-    pub const LEN: u32 = 14;
+    /// Byte offsets of `task_struct.group_leader`, `task_struct.thread_pid`, `pid.level` and
+    /// `pid.numbers`, and the size of `struct upid`: the publish probe reads the publisher's
+    /// tgid in its own pid namespace ([`crate::AgentBatch`]); 0: unknown.
+    pub const TASK_GROUP_LEADER_OFF: u32 = 14;
+    pub const TASK_THREAD_PID_OFF: u32 = 15;
+    pub const PID_LEVEL_OFF: u32 = 16;
+    pub const PID_NUMBERS_OFF: u32 = 17;
+    pub const UPID_SIZE: u32 = 18;
+    pub const LEN: u32 = 19;
 }
 
 /// Slots of the per-CPU `COUNTERS` array map.

@@ -662,7 +662,7 @@ fn publish(ctx: ProbeContext) -> u32 {
     let ev = slot.as_mut_ptr();
     // SAFETY: exclusively owned reserved slot; the copy is bounded by AGENT_BATCH_MAX.
     unsafe {
-        (*ev).hdr = header(EventKind::AgentBatch, 0, pid_tgid);
+        (*ev).hdr = header(EventKind::AgentBatch, ns_tgid(), pid_tgid);
         (*ev).len = len.min(u32::MAX as u64) as u32;
         (*ev).copied = 0;
         if len > AGENT_BATCH_MAX as u64 {
@@ -680,6 +680,38 @@ fn publish(ctx: ProbeContext) -> u32 {
     }
     slot.submit(wakeup_flags(core::mem::size_of::<AgentBatch>()));
     0
+}
+
+/// The current process's tgid in its own (innermost) pid namespace: what `getpid()` returns
+/// inside a container. 0 when the kernel's layout is unknown or a read fails.
+#[inline(always)]
+fn ns_tgid() -> u32 {
+    let (leader_off, pid_off, level_off, numbers_off, upid) = (
+        cfg(config::TASK_GROUP_LEADER_OFF),
+        cfg(config::TASK_THREAD_PID_OFF),
+        cfg(config::PID_LEVEL_OFF),
+        cfg(config::PID_NUMBERS_OFF),
+        cfg(config::UPID_SIZE),
+    );
+    if pid_off == 0 || numbers_off == 0 || upid == 0 {
+        return 0;
+    }
+    // SAFETY (all reads): checked kernel reads at offsets from the kernel's own BTF.
+    unsafe {
+        let task = bpf_get_current_task() as *const u8;
+        let Ok(leader) = bpf_probe_read_kernel(task.add(leader_off as usize) as *const u64) else {
+            return 0;
+        };
+        let Ok(pid) = bpf_probe_read_kernel((leader as *const u8).add(pid_off as usize) as *const u64) else {
+            return 0;
+        };
+        let Ok(level) = bpf_probe_read_kernel((pid as *const u8).add(level_off as usize) as *const u32) else {
+            return 0;
+        };
+        // Nesting is at most 32 levels (MAX_PID_NS_LEVEL).
+        let at = numbers_off + (level as u64 & 31) * upid;
+        bpf_probe_read_kernel((pid as *const u8).add(at as usize) as *const i32).map(|v| v as u32).unwrap_or(0)
+    }
 }
 
 #[inline(always)]

@@ -334,3 +334,44 @@ fn auto_falls_back_to_hsa_capture_on_stock_rocm() {
     let kernels = trace_ops(&db).iter().filter(|o| o.op_type == "KernelExecution" && o.api.as_ref().is_some_and(|a| a.5 == 0)).count();
     assert_eq!(kernels, dispatches, "every dispatch captured through HSA and linked");
 }
+
+/// An application in its own pid namespace (a container traced from the host): its agent writes
+/// the pid it sees (`getpid()`, the namespace's), the probe sees the host's. Its batches are its
+/// own, not forged: every op is in the trace, linked, under the host pid. (Every batch was
+/// refused as naming another process before the publish probe read the namespace pid.)
+#[test]
+fn an_application_in_its_own_pid_namespace_gets_its_gpu_times() {
+    require_root();
+    let d = tmpdir();
+    let (db, tr) = (d.path().join("t.db"), d.path().join("truth.jsonl"));
+    let lib = sim_lib();
+    let out = std::process::Command::new(rtl())
+        .args(["run", "--quiet", "-o", db.to_str().unwrap(), "--", "unshare", "--pid", "--fork", "--mount-proc", "env"])
+        .arg(format!("LD_LIBRARY_PATH={}", lib.display()))
+        .arg(format!("ROCM_SIM_TRUTH={}", tr.display()))
+        .arg(workload("demo"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let truth = truth(&tr);
+    // The simulator writes the pid the application sees: its namespace's.
+    let ns_pids: std::collections::HashSet<u64> = truth.iter().filter_map(|v| v["pid"].as_u64()).collect();
+    let ops = truth.iter().filter(|v| v["type"] == "op").count() as i64;
+    assert!(ops >= 12, "the demo's 12 kernels at least: {ops}");
+    let m = |t: &str| meta(&db, t).unwrap_or_else(|| panic!("metadata {t}")).parse::<i64>().unwrap();
+    assert_eq!(m("agent_batches_rejected_wrong_pid"), 0);
+    assert_eq!(m("gpu_ops"), ops, "every op of the namespaced application");
+    assert_eq!(m("gpu_ops_linked"), ops, "each linked to its call");
+    let c = Connection::open(&db).unwrap();
+    let pids: Vec<i64> =
+        c.prepare("SELECT DISTINCT pid FROM rtl_op").unwrap().query_map([], |r| r.get(0)).unwrap().map(Result::unwrap).collect();
+    let api_pids: Vec<i64> = c
+        .prepare("SELECT DISTINCT a.pid FROM rocpd_api a JOIN rocpd_api_ops l ON l.api_id = a.id")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(pids, api_pids, "ops under the host pid of the calls that caused them");
+    assert!(!ns_pids.contains(&(pids[0] as u64)), "the host pid {} differs from the namespace's {ns_pids:?}", pids[0]);
+}

@@ -341,6 +341,16 @@ enum Try {
     Parked,
 }
 
+/// The process that published a batch, as the publish probe saw it.
+#[derive(Clone, Copy, Debug)]
+pub struct Publisher {
+    /// Its tgid (the collector's pid namespace).
+    pub pid: u32,
+    /// Its tgid in its own (innermost) pid namespace, what the agent's `getpid()` returns; 0:
+    /// unknown (kernel layout not found).
+    pub ns_pid: u32,
+}
+
 pub struct GpuJoiner {
     procs: HashMap<u32, Process>,
     /// Retried on every pass.
@@ -487,8 +497,17 @@ impl GpuJoiner {
         }
     }
 
-    /// One agent batch, published by process `pid` (as the probe saw it).
-    pub fn on_batch(&mut self, pid: u32, data: &[u8], asked_len: u32, now: u64, next_id: &mut dyn FnMut() -> i64, out: &mut Vec<Row>) {
+    /// One agent batch, from `publisher` (as the probe saw it).
+    pub fn on_batch(
+        &mut self,
+        publisher: Publisher,
+        data: &[u8],
+        asked_len: u32,
+        now: u64,
+        next_id: &mut dyn FnMut() -> i64,
+        out: &mut Vec<Row>,
+    ) {
+        let Publisher { pid, ns_pid } = publisher;
         self.stats.batches += 1;
         self.advance(now);
         if asked_len as usize != data.len() {
@@ -503,7 +522,8 @@ impl GpuJoiner {
                 return;
             }
         };
-        if batch.header.pid != pid {
+        // The agent writes getpid(): the host's pid, or inside a container its own namespace's.
+        if batch.header.pid != pid && (ns_pid == 0 || batch.header.pid != ns_pid) {
             self.stats.batches_wrong_pid += 1;
             return;
         }
@@ -1148,7 +1168,7 @@ mod tests {
                 *ids += 1;
                 *ids
             };
-            j.on_batch(pid, &b, b.len() as u32, 10_000 + r, &mut next, &mut rows);
+            j.on_batch(Publisher { pid, ns_pid: 0 }, &b, b.len() as u32, 10_000 + r, &mut next, &mut rows);
             j.retry_pending(10_000 + r, true, &mut next, &mut rows);
             seq += 1;
             r += n;
@@ -1163,7 +1183,7 @@ mod tests {
         let mut j = GpuJoiner::new(0);
         let (mut rows, mut id) = (Vec::new(), 0i64);
         let b = forged(4242, 0, 0, 5);
-        j.on_batch(7, &b, b.len() as u32, 1, &mut || 1, &mut rows);
+        j.on_batch(Publisher { pid: 7, ns_pid: 0 }, &b, b.len() as u32, 1, &mut || 1, &mut rows);
         assert!(rows.is_empty());
         assert_eq!(j.stats.batches_wrong_pid, 1);
         let ops = publish(&mut j, 7, 30, &mut id);

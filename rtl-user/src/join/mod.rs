@@ -243,7 +243,8 @@ impl Joiner {
                 let pid = (h.pid_tgid >> 32) as u32;
                 self.gpu.advance(self.last_ts);
                 let pairer = &mut self.pairer;
-                self.gpu.on_batch(pid, &data, len, h.ts_ns, &mut || pairer.alloc_id(), out);
+                let publisher = gpu::Publisher { pid, ns_pid: h.api_id };
+                self.gpu.on_batch(publisher, &data, len, h.ts_ns, &mut || pairer.alloc_id(), out);
             }
         }
     }

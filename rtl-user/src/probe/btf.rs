@@ -206,6 +206,20 @@ pub fn exec_task_offsets() -> Result<(u64, u64)> {
     Ok((btf.member_offset("task_struct", "signal")?, btf.member_offset("signal_struct", "group_exec_task")?))
 }
 
+/// Offsets the publish probe reads to find the publisher's tgid in its own pid namespace:
+/// `task_struct.group_leader`, `task_struct.thread_pid`, `pid.level`, `pid.numbers` and the
+/// size of `struct upid` (`{ int nr; struct pid_namespace *ns; }`).
+pub fn ns_pid_offsets() -> Result<[u64; 5]> {
+    let btf = Btf::kernel()?;
+    Ok([
+        btf.member_offset("task_struct", "group_leader")?,
+        btf.member_offset("task_struct", "thread_pid")?,
+        btf.member_offset("pid", "level")?,
+        btf.member_offset("pid", "numbers")?,
+        btf.member_offset("upid", "ns")? + 8,
+    ])
+}
+
 /// Offsets the exec probe reads (`task_exec`): `task_struct.real_parent`,
 /// `linux_binprm.filename`, `task_struct.mm`, `mm_struct.arg_start` and `mm_struct.arg_end`.
 pub struct ExecOffsets {

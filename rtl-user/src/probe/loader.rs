@@ -254,6 +254,22 @@ impl Probes {
             }
             Err(e) => crate::term::message(&format!("processes will be named from /proc only: {e:#}")),
         }
+        // Without these, batches of an agent in a container (its own pid namespace) name a pid
+        // the collector cannot check, and are refused (agent_batches_rejected_wrong_pid).
+        if let Ok(o) = super::btf::ns_pid_offsets() {
+            for (slot, v) in [
+                config::TASK_GROUP_LEADER_OFF,
+                config::TASK_THREAD_PID_OFF,
+                config::PID_LEVEL_OFF,
+                config::PID_NUMBERS_OFF,
+                config::UPID_SIZE,
+            ]
+            .into_iter()
+            .zip(o)
+            {
+                me.set_config(slot, v)?;
+            }
+        }
         // Without these offsets a thread killed by another thread's exec reads as a plain exit.
         if let Ok((sig, exec)) = super::btf::exec_task_offsets() {
             me.set_config(config::TASK_SIGNAL_OFF, sig)?;
