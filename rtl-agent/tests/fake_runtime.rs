@@ -1,6 +1,6 @@
 //! The agent preloaded into a program linked against a tiny fake libamdhip64
 //! (tests/fixtures/fakehip.c): shutdown order, callback and drain modes, no API, fork.
-mod common;
+use crate::common;
 use common::*;
 use rtl_common::agent::{self as wire, Status};
 use std::path::PathBuf;

@@ -6,7 +6,7 @@
 //!
 //! Builds the committed tests/rocm-sim and tests/workloads into target/rtl-agent-sim
 //! (rtl-agent/bench/build_sim.sh; needs gcc, g++, hipcc).
-mod common;
+use crate::common;
 use common::*;
 use rtl_common::agent::{self as wire, OpKind, Status};
 use std::collections::HashMap;

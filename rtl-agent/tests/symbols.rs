@@ -1,7 +1,7 @@
 //! The built library exports exactly the hand-off, HSA tool and CUDA injection entry points (plus the `_exit`
 //! interposers), and `rtl_agent_publish` starts with `push %rbp`, which uprobes emulate without
 //! single-stepping (shared/reference/measured.md: ~0.8 us per hit vs ~15 us for a `lea`).
-mod common;
+use crate::common;
 use common::*;
 use std::process::Command;
 

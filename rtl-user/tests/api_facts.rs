@@ -4,7 +4,7 @@
 //! entry points that do not start with the common `push %rbp` prologue. Run against Debian's
 //! real libamdhip64 5.2 and the workloads of tests/workloads.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::path::Path;

@@ -5,8 +5,8 @@
 //!
 //! Needs root for the tests that trace (`--all`, eBPF); the others parse or read only.
 
-mod common;
-mod read_common;
+use crate::common;
+use crate::read_common;
 
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::path::Path;

@@ -44,7 +44,7 @@ fn every_cupti_op_links_to_the_same_call_as_live() {
         let total = u32::from_le_bytes(bytes[off + 8..off + 12].try_into().unwrap()) as usize;
         let b = &bytes[off..off + total];
         j.on_batch(
-            pid,
+            rtl_user::join::gpu::Publisher { pid, ns_pid: 0 },
             b,
             total as u32,
             0,

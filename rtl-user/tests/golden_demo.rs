@@ -17,7 +17,7 @@
 //! `RTL_BLESS=1 cargo test --release -p rtl-user --test golden_demo` rewrites the golden files
 //! (and says so on stderr); anything else compares. A difference fails with a unified diff.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};

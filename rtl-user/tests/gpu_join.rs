@@ -2,7 +2,7 @@
 //! truth (tests/rocm-sim): every GPU operation present, its GPU start/end on the trace clock,
 //! linked to the very API call that caused it, none linked to a wrong one.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::path::Path;

@@ -18,7 +18,7 @@
 //!   `--gpu auto` (no hipProfiler*Ext); graph nodes as well when opted in; the user is told
 //!   which GPU source each process uses (and not advised to turn on what is on).
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

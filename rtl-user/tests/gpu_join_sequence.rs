@@ -3,7 +3,7 @@
 //! neighbours apart), checked record by record against the truth. No root, no simulator: the
 //! joiner's own API, fed in time order as the collector feeds it.
 
-mod synthetic_gpu;
+use crate::synthetic_gpu;
 
 use rtl_user::join::gpu::GpuJoiner;
 use rtl_user::join::rows::LinkKind;

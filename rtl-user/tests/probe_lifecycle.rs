@@ -1,7 +1,7 @@
 //! The probe lifecycle (issue 12): sessions that overlap start and stop independently, and
 //! `run` probes a library the command loads from its own path before its first call.
 
-mod common;
+use crate::common;
 
 use std::process::{Command, Stdio};
 use std::time::Instant;

@@ -3,7 +3,7 @@
 //! is compared with the simulator's ground truth (kernel counts and GPU time per kernel name,
 //! API call counts), and the .pftrace is parsed by Perfetto's own protos.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::process::Command;

@@ -8,7 +8,7 @@
 //!   view SQL (tests/fixtures/rocprofiler-sdk-rocpd/, unchanged) runs on the file; its `kernels`,
 //!   `top_kernels` and `busy` agree with `summary --json`, and so do the file's own views.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};

@@ -1,5 +1,5 @@
 //! `merge`: every row kept, strings and ids remapped, correlation ids unique, hosts recorded.
-mod read_common;
+use crate::read_common;
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -1,5 +1,5 @@
 //! Migration of older files (RPD v2, rocm-trace-lite, older rtl-ebpf) and bad input.
-mod read_common;
+use crate::read_common;
 
 use std::path::{Path, PathBuf};
 

@@ -1,6 +1,6 @@
 //! Perfetto outputs parsed back and checked against the DB: Chrome JSON (here, with serde_json)
 //! and the native protobuf (with Perfetto's own protos, by tests/read/check_pftrace.py).
-mod read_common;
+use crate::read_common;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};

@@ -1,5 +1,5 @@
 //! `summary`: numbers checked against a hand-built trace; text, JSON and HTML outputs.
-mod read_common;
+use crate::read_common;
 
 use read_common::*;
 use rtl_user::read::{summary, SummaryOptions};

@@ -1,6 +1,6 @@
 //! The readers on a file written by the collector's own writer (`trace::writer::TraceWriter`),
 //! including one still in WAL mode (a collector that has not finished).
-mod read_common;
+use crate::read_common;
 
 use std::sync::Arc;
 

@@ -7,7 +7,7 @@
 //! libamdhip64: `hipGetErrorString` never initialises the runtime, so a thread calls it as fast
 //! as the uprobes allow (a few µs per call), the highest call rate the machine sustains.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::path::Path;

@@ -7,7 +7,7 @@
 //! (`make -C tests/rocm-sim`): the simulator's kernels take as long as we ask, so "inside a
 //! call" is deterministic.
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};

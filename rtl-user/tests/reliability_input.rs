@@ -5,7 +5,7 @@
 //!
 //! Needs root (eBPF; the disk-full case mounts a tmpfs) and the workloads.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

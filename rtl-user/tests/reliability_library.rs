@@ -5,7 +5,7 @@
 //!
 //! Needs root (eBPF), the workloads and python3 (for dlmopen through ctypes).
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};

@@ -6,9 +6,9 @@
 //!
 //! Needs root (test users; the SIGKILL test loads eBPF programs and runs tests/workloads).
 
-mod common;
-mod read_common;
-mod users;
+use crate::common;
+use crate::read_common;
+use crate::users;
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};

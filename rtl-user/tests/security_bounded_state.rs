@@ -5,7 +5,7 @@
 //!
 //! Needs root (eBPF), gcc, python3 and the workloads and simulator.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};

@@ -6,7 +6,7 @@
 //!
 //! Needs root (eBPF, chown), strace and the workloads.
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;

@@ -7,7 +7,7 @@
 //! The publisher is `tests/workloads/forge_ops` with `librtl_agent_evil.so` (its own ground
 //! truth: it prints how many ops it published). Needs root (eBPF) and the workloads.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;

@@ -10,9 +10,9 @@
 //! Real unprivileged users plant the files (tests/users). Needs root; the last test also loads
 //! eBPF programs (`--all`).
 
-mod common;
-mod read_common;
-mod users;
+use crate::common;
+use crate::read_common;
+use crate::users;
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};

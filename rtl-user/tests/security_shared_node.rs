@@ -6,8 +6,8 @@
 //! fs.protected_symlinks=0 and fs.protected_regular=0, so planted links work as on an old or
 //! permissive node.
 
-mod common;
-mod users;
+use crate::common;
+use crate::users;
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;

@@ -1,7 +1,7 @@
 //! The core tracer against Debian's real libamdhip64: every call the workloads report making is
 //! in the trace exactly once, on the right pid/tid, with its arguments and return value.
 
-mod common;
+use crate::common;
 
 use std::collections::{HashMap, HashSet};
 use std::process::{Command, Stdio};

@@ -278,7 +278,7 @@ pub fn run(feed: Feed, j: &mut GpuJoiner, next_id: &mut i64) -> Vec<Row> {
             Ev::Batch { pid, bytes } => {
                 let len = bytes.len() as u32;
                 j.on_batch(
-                    pid,
+                    rtl_user::join::gpu::Publisher { pid, ns_pid: 0 },
                     &bytes,
                     len,
                     ts,
