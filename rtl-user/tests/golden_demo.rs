@@ -14,7 +14,7 @@
 //!   same run) compared byte for byte with the files beside it; only the input's directory is
 //!   masked.
 //!
-//! `RTL_BLESS=1 cargo test --release -p rtl-user --test golden_demo` rewrites the golden files
+//! `RTL_BLESS=1 cargo test --release -p rtl-user --test integration golden_demo` rewrites the golden files
 //! (and says so on stderr); anything else compares. A difference fails with a unified diff.
 
 use crate::common;

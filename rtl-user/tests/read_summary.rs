@@ -150,7 +150,7 @@ fn summary_of_empty_trace() {
     assert!(s["launch_latency"].is_null());
 }
 
-/// The 10-million-row benchmark: `cargo test --release -p rtl-user --test read_summary -- --ignored --nocapture`
+/// The 10-million-row benchmark: `cargo test --release -p rtl-user --test integration read_summary:: -- --ignored --nocapture`
 /// (or `cargo run --release -p rtl-user --example bench_summary`).
 #[test]
 #[ignore = "a benchmark, not a test: cargo run --release -p rtl-user --example bench_summary"]

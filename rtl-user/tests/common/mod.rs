@@ -217,7 +217,9 @@ pub fn traced_calls(db: &Path) -> Vec<TracedCall> {
     assert_foreign_keys_hold(&c);
     let mut st = c
         .prepare(
-            "SELECT a.id, a.pid, a.tid, a.start, a.end, s.string, r.ret, coalesce(r.status, 0), r.a0, r.a1, r.a2, r.a3 \
+            // No rtl_api row means returned 0 (or nothing), complete, no arguments kept
+            // (docs/trace-format.md); a row with a NULL ret is a return never seen.
+            "SELECT a.id, a.pid, a.tid, a.start, a.end, s.string, CASE WHEN r.api_id IS NULL THEN 0 ELSE r.ret END, coalesce(r.status, 0), r.a0, r.a1, r.a2, r.a3 \
              FROM rocpd_api a JOIN rocpd_string s ON s.id = a.apiName_id LEFT JOIN rtl_api r ON r.api_id = a.id ORDER BY a.id",
         )
         .unwrap();
