@@ -7,6 +7,7 @@
 //! | `RTL_AGENT_WAIT_MS` | 0..=3600000 | 30000 | How long the publisher thread keeps looking for a libamdhip64 loaded after start (dlopen by Python etc.). |
 //! | `RTL_AGENT_HSA_BATCHES` | `1` | unset | HSA mode: also time every packet of multi-packet batches (graph replay nodes). Off by default: rewriting signals inside batches breaks ROCr before 7.13 (HSA error 0x1009); by default such batches are passed on untouched (counted) and each is timed as one span by two barrier packets of the agent's around it. |
 //! | `RTL_AGENT_HSA_SPANS` | `0` | unset | HSA mode: no span per graph replay (its batch goes on with nothing around it; no GraphExecution ops). For measuring what the spans cost, or a runtime whose queues must carry nothing but the application's packets around a replay. |
+//! | `RTL_AGENT_HSA_COPIES` | `direct`, `forward` | `direct` | HSA mode: how DMA copies are timed. `direct`: the copy keeps the application's completion signal and its times are read from it afterwards (nothing on the copy's path waits for the agent), where queue interception works (else `forward`). `forward`: the copy gets a signal of the agent's whose completion the agent's thread forwards to the application's (one thread wake-up on the path of whatever waits for the copy; the behaviour before direct copies, kept for comparison). |
 //! | `RTL_AGENT_QUIET` | `1` | unset | No messages on stderr (status still goes to the collector in the Info record). |
 //! | `RTL_AGENT_DUMP` | a file path | unset | Debugging / tests: also append every published batch to this file (O_APPEND, batches concatenated; `rtl_common::agent::decode_prefix` splits them). |
 //! | `RTL_AGENT_CUPTI_LIB` | a file path | unset | `cupti`: the libcupti to load (else the one loaded, or next to libcudart/libcuda, or `libcupti.so.13`). |
@@ -37,6 +38,8 @@ pub struct Config {
     pub hsa_batches: bool,
     /// `RTL_AGENT_HSA_SPANS=0`: no span packets around graph replays.
     pub hsa_no_spans: bool,
+    /// `RTL_AGENT_HSA_COPIES=forward`: DMA copies on a pool signal, completion forwarded.
+    pub hsa_copies_forward: bool,
     pub dump: Option<OsString>,
     pub cupti_lib: Option<String>,
     pub cupti_dump: Option<OsString>,
@@ -58,6 +61,7 @@ impl Default for Config {
             quiet: false,
             hsa_batches: false,
             hsa_no_spans: false,
+            hsa_copies_forward: false,
             dump: None,
             cupti_lib: None,
             cupti_dump: None,
@@ -110,6 +114,13 @@ impl Config {
         }
         if let Some(v) = s("RTL_AGENT_HSA_SPANS") {
             c.hsa_no_spans = v.trim() == "0";
+        }
+        if let Some(v) = s("RTL_AGENT_HSA_COPIES") {
+            match v.trim() {
+                "" | "direct" => {}
+                "forward" => c.hsa_copies_forward = true,
+                _ => w.push(format!("RTL_AGENT_HSA_COPIES={v:?} is not direct|forward; using direct")),
+            }
         }
         c.dump = get("RTL_AGENT_DUMP").filter(|v| !v.is_empty());
         c.cupti_lib = s("RTL_AGENT_CUPTI_LIB").filter(|v| !v.is_empty());

@@ -15,7 +15,7 @@
 //!
 //! # Environment
 //! See [`config`]: `RTL_AGENT_GPU`, `RTL_AGENT_DRAIN_MS`, `RTL_AGENT_WAIT_MS`, `RTL_AGENT_QUIET`,
-//! `RTL_AGENT_HSA_BATCHES`, `RTL_AGENT_HSA_SPANS`, `RTL_AGENT_DUMP`. Nothing else is read (plus `LD_PRELOAD` and
+//! `RTL_AGENT_HSA_BATCHES`, `RTL_AGENT_HSA_SPANS`, `RTL_AGENT_HSA_COPIES`, `RTL_AGENT_DUMP`. Nothing else is read (plus `LD_PRELOAD` and
 //! `HSA_TOOLS_LIB`, only to learn how the agent itself was loaded).
 //!
 //! # Never harming the process
@@ -203,6 +203,11 @@ pub(crate) fn hsa_batches() -> bool {
 /// RTL_AGENT_HSA_SPANS=0: no span around graph replays.
 pub(crate) fn hsa_spans() -> bool {
     !config().hsa_no_spans
+}
+
+/// RTL_AGENT_HSA_COPIES=forward: DMA copies on a pool signal, their completion forwarded.
+pub(crate) fn hsa_copies_forward() -> bool {
+    config().hsa_copies_forward
 }
 
 /// Signal capture installed (from OnLoad).

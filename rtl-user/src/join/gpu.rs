@@ -110,6 +110,7 @@ pub struct GpuStats {
     pub graph_spans: u64,
     pub barriers_untimed: u64,
     pub other_packets: u64,
+    pub copies_untimed: u64,
 }
 
 impl GpuStats {
@@ -982,6 +983,7 @@ impl GpuJoiner {
             ("agent_graph_spans", self.stats.graph_spans),
             ("agent_barriers_untimed", self.stats.barriers_untimed),
             ("agent_other_packets", self.stats.other_packets),
+            ("agent_copies_untimed", self.stats.copies_untimed),
         ] {
             out.push(Row::Meta(MetaRow { tag: tag.into(), value: v.to_string() }));
         }
@@ -1016,6 +1018,7 @@ impl GpuJoiner {
             self.stats.graph_spans += c.graph_spans;
             self.stats.barriers_untimed += c.barriers_untimed;
             self.stats.other_packets += c.other_packets;
+            self.stats.copies_untimed += c.copies_untimed;
         }
     }
 }
