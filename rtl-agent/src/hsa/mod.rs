@@ -382,7 +382,7 @@ unsafe extern "C" fn handler(pkts: *const c_void, count: u64, _user_index: u64, 
                 // unless RTL_AGENT_HSA_BATCHES=1 (rewriting completion signals inside batches breaks
                 // ROCr before 7.13, 0x1009). The replay is timed by two barriers of our own.
                 let mut nodes: Option<Vec<u8>> = None;
-                if crate::hsa_batches() && count <= MAX_BATCH {
+                if crate::graph_nodes() && count <= MAX_BATCH {
                     let mut copy = vec![0u8; count as usize * 64];
                     std::ptr::copy_nonoverlapping(pkts as *const u8, copy.as_mut_ptr(), copy.len());
                     for pkt in copy.chunks_exact_mut(64) {
@@ -912,7 +912,7 @@ pub(crate) fn captures() -> u32 {
     if copy::WRAPPED.load(Relaxed) {
         c |= wire::CAP_COPIES;
     }
-    if crate::hsa_batches() {
+    if crate::graph_nodes() {
         c |= wire::CAP_GRAPH_NODES;
     }
     c
