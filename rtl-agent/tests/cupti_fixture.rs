@@ -120,12 +120,15 @@ fn measured_region_has_every_op_kind_on_the_launching_thread() {
     assert!(names.iter().all(|n| n.starts_with("_Z")), "mangled kernel names: {names:?}");
 }
 
+/// A graph launch of the recording: (correlation id, first node's start, last node's end, nodes).
+type Launch = (u32, u64, u64, usize);
+
 /// The recorded session as CUPTI delivers it with graph-level records on (the agent's default,
 /// `CUPTI_ACTIVITY_KIND_GRAPH_TRACE`): each graph launch's node records replaced, where its first
 /// node's record was, by one `CUpti_ActivityGraphTrace2` record of the same correlation id from
 /// its first node's start to its last node's end (CUPTI then keeps no node records for it).
 /// Returns the frames and, per launch, (correlation id, start, end, node count).
-fn as_graph_level(frames: &[DumpFrame]) -> (Vec<DumpFrame>, Vec<(u32, u64, u64, usize)>) {
+fn as_graph_level(frames: &[DumpFrame]) -> (Vec<DumpFrame>, Vec<Launch>) {
     let u32_at = |b: &[u8], o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap());
     let u64_at = |b: &[u8], o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap());
     // CUpti_ActivityKernel10 offsets: start 16, end 24, device 40, context 44, stream 48,
