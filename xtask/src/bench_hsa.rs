@@ -4,7 +4,8 @@
 //!   (`rtl-agent/bench/hsa_cost.hip copy`): wall time per copy and copies per second untraced,
 //!   with the agent alone (HSA capture: copies on the application's own completion signal, the
 //!   default, and `RTL_AGENT_HSA_COPIES=forward`, the agent's signal forwarded by its thread as
-//!   before), and under `rtl-ebpf run --gpu hsa` (collector attached).
+//!   before), and under `rtl-ebpf run --gpu none` (the probes alone) and `--gpu hsa` (collector
+//!   attached).
 //! `hsa-replay`: a graph of 100 kernels of 5 us replayed (`hsa_cost replay`), each launch then
 //!   synchronised, with the simulator's ground truth on: per replay the latency on the
 //!   simulator's timing model (from the hipGraphLaunch call's start to its last node's end, and
@@ -61,7 +62,7 @@ struct Config {
     /// Agent variables (HSA_TOOLS_LIB + LD_PRELOAD set when `agent`).
     env: &'static [(&'static str, &'static str)],
     agent: bool,
-    /// Under `rtl-ebpf run --gpu hsa` with these extra options.
+    /// Under `rtl-ebpf run` with these options (`--gpu ...`).
     run: Option<&'static [&'static str]>,
 }
 
@@ -78,7 +79,7 @@ fn run_one(s: &Setup, c: &Config, args: &[String], truth: Option<&Path>) -> Resu
             let db = s.dir.join("bench-trace.db");
             let _ = std::fs::remove_file(&db);
             cmd(s.collector.to_str().context("path")?)
-                .args(["run", "--gpu", "hsa", "-q", "--agent"])
+                .args(["run", "-q", "--agent"])
                 .arg(&s.agent)
                 .arg("-o")
                 .arg(&db)
@@ -146,7 +147,8 @@ pub fn copy() -> Result<()> {
         Config::new("untraced", false, &[]),
         Config::new("agent, HSA capture (copies on the application's signal)", true, &[]),
         Config::new("agent, HSA capture, RTL_AGENT_HSA_COPIES=forward (before)", true, &[("RTL_AGENT_HSA_COPIES", "forward")]),
-        Config { name: "rtl-ebpf run --gpu hsa", env: &[], agent: false, run: Some(&[]) },
+        Config { name: "rtl-ebpf run --gpu none (probes only)", env: &[], agent: false, run: Some(&["--gpu", "none"]) },
+        Config { name: "rtl-ebpf run --gpu hsa", env: &[], agent: false, run: Some(&["--gpu", "hsa"]) },
     ];
     let args: Vec<String> = ["copy".to_string(), n.to_string(), "65536".to_string()].to_vec();
     let mut res: Vec<Vec<Vec<f64>>> = vec![Vec::new(); configs.len()];
@@ -188,8 +190,9 @@ fn field(line: &str, key: &str) -> Option<u64> {
 }
 
 /// Per measured replay (the last `n` of the truth): (launch call start -> last node end, first
-/// node start -> last node end), ns on the simulator's clock.
-fn truth_replays(truth: &Path, n: usize) -> Result<Vec<(f64, f64)>> {
+/// node start -> last node end, launch call start -> first node start), ns on the simulator's
+/// clock.
+fn truth_replays(truth: &Path, n: usize) -> Result<Vec<(f64, f64, f64)>> {
     let text = std::fs::read_to_string(truth).with_context(|| format!("reading {}", truth.display()))?;
     let mut launch: HashMap<(u64, u64), u64> = HashMap::new();
     let mut spans = Vec::new();
@@ -213,7 +216,7 @@ fn truth_replays(truth: &Path, n: usize) -> Result<Vec<(f64, f64)>> {
         .iter()
         .map(|&(pid, seq, start, end)| {
             let l = launch.get(&(pid, seq)).with_context(|| format!("no hipGraphLaunch seq {seq} in the truth"))?;
-            Ok(((end - l) as f64, (end - start) as f64))
+            Ok(((end - l) as f64, (end - start) as f64, start.saturating_sub(*l) as f64))
         })
         .collect()
 }
@@ -226,14 +229,14 @@ pub fn replay() -> Result<()> {
         Config::new("agent, HSA capture, no replay spans (RTL_AGENT_HSA_SPANS=0)", true, &[("RTL_AGENT_HSA_SPANS", "0")]),
         Config::new("agent, HSA capture (one span per replay, the default)", true, &[]),
         Config::new("agent, HSA capture, every node (--graph-nodes)", true, &[("RTL_AGENT_GRAPH_NODES", "1")]),
-        Config { name: "rtl-ebpf run --gpu hsa", env: &[], agent: false, run: Some(&[]) },
-        Config { name: "rtl-ebpf run --gpu hsa --graph-nodes", env: &[], agent: false, run: Some(&["--graph-nodes"]) },
+        Config { name: "rtl-ebpf run --gpu hsa", env: &[], agent: false, run: Some(&["--gpu", "hsa"]) },
+        Config { name: "rtl-ebpf run --gpu hsa --graph-nodes", env: &[], agent: false, run: Some(&["--gpu", "hsa", "--graph-nodes"]) },
     ];
     let args: Vec<String> = ["replay".to_string(), n.to_string(), nodes.to_string()].to_vec();
     let truth = s.dir.join("replay-truth.jsonl");
     // Per config and round: [model latency median, model p10, gpu span median, wall median,
-    // wall p10, in-call median, agent CPU per replay].
-    let mut res: Vec<Vec<[f64; 7]>> = vec![Vec::new(); configs.len()];
+    // wall p10, in-call median, agent CPU per replay, launch -> first node median, its p10].
+    let mut res: Vec<Vec<[f64; 9]>> = vec![Vec::new(); configs.len()];
     let rounds = rounds();
     for _ in 0..rounds {
         for (i, c) in configs.iter().enumerate() {
@@ -242,7 +245,10 @@ pub fn replay() -> Result<()> {
             let mut lat: Vec<f64> = t.iter().map(|x| x.0).collect();
             lat.sort_by(f64::total_cmp);
             let p10 = lat[lat.len() / 10];
-            res[i].push([median(lat), p10, median(t.iter().map(|x| x.1).collect()), f[0], f[1], f[2], f[4]]);
+            let mut first: Vec<f64> = t.iter().map(|x| x.2).collect();
+            first.sort_by(f64::total_cmp);
+            let first_p10 = first[first.len() / 10];
+            res[i].push([median(lat), p10, median(t.iter().map(|x| x.1).collect()), f[0], f[1], f[2], f[4], median(first), first_p10]);
         }
     }
     let _ = std::fs::remove_file(&truth);
@@ -255,24 +261,36 @@ pub fn replay() -> Result<()> {
         load()
     );
     println!(
-        "  {:<62} {:>11} {:>10} {:>11} {:>11} {:>10} {:>10} {:>10}",
-        "", "model us", "model p10", "GPU span", "wall us", "wall p10", "in call", "agent CPU"
+        "  {:<62} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9}",
+        "", "model us", "model p10", "GPU span", "to 1st", "1st p10", "wall us", "wall p10", "in call", "agent CPU"
     );
     for (i, c) in configs.iter().enumerate() {
         println!(
-            "  {:<62} {:>11.1} {:>10.1} {:>11.1} {:>11.1} {:>10.1} {:>10.2} {:>10.1}",
+            "  {:<62} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>9.2} {:>9.1}",
             c.name,
             med(i, 0) / 1e3,
             med(i, 1) / 1e3,
             med(i, 2) / 1e3,
+            med(i, 7) / 1e3,
+            med(i, 8) / 1e3,
             med(i, 3) / 1e3,
             med(i, 4) / 1e3,
             med(i, 5) / 1e3,
             med(i, 6) / 1e3
         );
     }
-    println!("  (model: hipGraphLaunch's start to the replay's last node's end on the simulator's timing model; GPU span: first node start to last node end)");
-    for (label, k) in [("model latency, median", 0), ("model latency, p10", 1), ("wall latency, median", 3), ("wall latency, p10", 4)] {
+    println!(
+        "  (model: hipGraphLaunch's start to the replay's last node's end on the simulator's timing model; GPU span: first node \
+         start to last node end; to 1st: hipGraphLaunch's start to the first node's start, where the span's leading barrier sits)"
+    );
+    for (label, k) in [
+        ("model latency, median", 0),
+        ("model latency, p10", 1),
+        ("launch to first node, median", 7),
+        ("launch to first node, p10", 8),
+        ("wall latency, median", 3),
+        ("wall latency, p10", 4),
+    ] {
         println!(
             "  replay spans' effect on {label}: {} vs no spans, {} vs untraced; per-node timing: {} vs untraced",
             pct(med(2, k), med(1, k)),

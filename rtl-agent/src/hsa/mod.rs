@@ -11,10 +11,12 @@
 //! * `RTL_AGENT_GPU=hsa`: signal capture, below.
 //!
 //! # What is timed, and how
-//! Every time comes from a completion signal the agent owns: a signal from a lock-free pool
+//! Kernel times come from a completion signal the agent owns: a signal from a lock-free pool
 //! takes the place of the application's own (or is added where there was none), a completion
 //! thread waits for it, reads its timestamps, forwards completion to the application's signal
-//! (what the hardware would have done) and recycles it.
+//! (what the hardware would have done) and recycles it. DMA copies keep the application's
+//! signal (their times are read from it: [`watch`]); barriers and replays get packets of the
+//! agent's around them. What needs no forward (spans, copies) is read every 1 ms in one pass.
 //! * Kernel dispatches: `hsa_queue_create` is wrapped; the queue is created with
 //!   `hsa_amd_queue_intercept_create`, timestamps enabled, and a packet handler registered. The
 //!   handler (on the thread that rings the doorbell, inside the launch call) rewrites the
@@ -34,19 +36,20 @@
 //!   inside multi-packet batches are passed on untimed and counted (`barriers_untimed`);
 //!   vendor-specific packets too (`other_packets`).
 //! * Async copies (DMA engines): `hsa_amd_memory_async_copy`, `..._on_engine` (ROCm 6+) and
-//!   `..._rect` are wrapped: the call gets a pool signal as its completion signal, copy
+//!   `..._rect` are wrapped ([`copy`]): the copy completes the application's own signal and
+//!   `hsa_amd_profiling_get_async_copy_time` (system domain) is read from it afterwards
+//!   ([`watch`]: before any reuse), where queue interception works; elsewhere the call gets a
+//!   pool signal whose completion is forwarded (a negative value, a copy error, as is). Copy
 //!   profiling is kept on (`hsa_amd_profiling_async_copy_enable` is wrapped too: the
-//!   application's "off" is remembered, not applied), and the completion thread reads
-//!   `hsa_amd_profiling_get_async_copy_time` (system domain). Direction from the agents (or the
-//!   rect call's direction), bytes, src/dst; on the calling thread, inside the hipMemcpy*.
-//!   A negative value (copy error) is forwarded as is.
+//!   application's "off" is remembered, not applied). Direction from the agents (or the rect
+//!   call's direction), bytes, src/dst; on the calling thread, inside the hipMemcpy*.
 //! * Graph replays (batches of more than one packet): by default the batch's own packets are
 //!   passed on untouched (rewriting signals inside batches breaks ROCr before 7.13: HSA error
 //!   0x1009) and counted (`graph_batches_skipped`); the agent writes one barrier-AND packet with
 //!   a pool signal before the batch and one after it (barrier bit: each waits for everything
 //!   before it), and publishes one `OpKind::GraphExecution` op per replay, from the first
 //!   barrier's completion (= when the graph's first packet can start) to the second's (= its
-//!   last packet completed). `RTL_AGENT_HSA_BATCHES=1` also times every packet of the batch
+//!   last packet completed). `RTL_AGENT_GRAPH_NODES=1` also times every packet of the batch
 //!   (`OP_IS_GRAPH`), for runtimes where that is safe (ROCm 7.13+).
 //!
 //! If interception is refused for a queue, that queue is created normally and it is reported
@@ -379,7 +382,7 @@ unsafe extern "C" fn handler(pkts: *const c_void, count: u64, _user_index: u64, 
                 }
             } else {
                 // A multi-packet batch (graph replay). Its packets are the graph's: left alone
-                // unless RTL_AGENT_HSA_BATCHES=1 (rewriting completion signals inside batches breaks
+                // unless RTL_AGENT_GRAPH_NODES=1 (rewriting completion signals inside batches breaks
                 // ROCr before 7.13, 0x1009). The replay is timed by two barriers of our own.
                 let mut nodes: Option<Vec<u8>> = None;
                 if crate::graph_nodes() && count <= MAX_BATCH {
