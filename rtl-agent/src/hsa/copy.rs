@@ -212,7 +212,7 @@ fn refused(slot: Option<(usize, u64)>, rc: i32) {
     }
     record_error(rc);
     if let (Some((i, sig)), Some(p)) = (slot, pool_if_ready()) {
-        watch::forget(sig, i);
+        watch::unwatch(p, i, sig);
         disarm(p, i);
     }
 }

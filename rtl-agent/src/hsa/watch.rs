@@ -71,12 +71,24 @@ pub(crate) fn insert(sig: u64, slot: usize) -> bool {
     false
 }
 
-/// Forgets the entry of `sig` for `slot` (none: nothing happens).
-pub(crate) fn forget(sig: u64, slot: usize) {
-    remove(sig, slot)
+/// The runtime refused the copy of slot `i` (armed, not yet given back): if it was watched as
+/// `sig`, its entry goes and a look by the completion thread in progress is waited out, so the
+/// slot can be given back.
+pub(crate) fn unwatch(p: &Pool, i: usize, sig: u64) {
+    if !remove(sig, i) {
+        return;
+    }
+    let slot = &p.slots[i];
+    loop {
+        match slot.state.compare_exchange(ARMED, BUSY, AcqRel, Acquire) {
+            Err(BUSY) => std::hint::spin_loop(),
+            _ => return,
+        }
+    }
 }
 
-fn remove(sig: u64, slot: usize) {
+/// Removes the entry of `sig` for `slot`; false: there was none.
+fn remove(sig: u64, slot: usize) -> bool {
     let h = home(sig);
     for p in 0..PROBES {
         let i = (h + p) % SLOTS;
@@ -85,9 +97,10 @@ fn remove(sig: u64, slot: usize) {
             && KEYS[i].compare_exchange(sig, TOMB, AcqRel, Acquire).is_ok()
         {
             WATCHED.fetch_sub(1, SeqCst);
-            return;
+            return true;
         }
     }
+    false
 }
 
 fn lookup(sig: u64) -> Option<usize> {
