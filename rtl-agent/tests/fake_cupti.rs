@@ -3,7 +3,7 @@
 //! default one graph-level record per launch (`CUPTI_ACTIVITY_KIND_GRAPH_TRACE`: one
 //! GraphExecution op, no node records); `RTL_AGENT_GRAPH_NODES=1` (`run --graph-nodes`): the
 //! nodes; a CUPTI that refuses graph-level records: the nodes, and the agent says so.
-mod common;
+use crate::common;
 use common::*;
 use rtl_common::agent::{self as wire, OpKind};
 use std::path::PathBuf;
