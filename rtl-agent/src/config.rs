@@ -5,8 +5,9 @@
 //! | `RTL_AGENT_GPU` | `auto`, `clr`, `hsa`, `none` | `auto` | GPU source. `clr`: hipProfiler*Ext. `hsa`: HSA signal capture (needs the agent in `HSA_TOOLS_LIB`; add it to `LD_PRELOAD` too so `_exit` is flushed). `auto`: hipProfiler*Ext when the loaded libamdhip64 has it, else HSA capture when loaded through `HSA_TOOLS_LIB`. `none`: agent off. |
 //! | `RTL_AGENT_DRAIN_MS` | 1..=60000 | 100 | Period of the publisher thread: GetRecords drains (no chunk callback) and queue flushes. |
 //! | `RTL_AGENT_WAIT_MS` | 0..=3600000 | 30000 | How long the publisher thread keeps looking for a libamdhip64 loaded after start (dlopen by Python etc.). |
-//! | `RTL_AGENT_HSA_BATCHES` | `1` | unset | HSA mode: also time every packet of multi-packet batches (graph replay nodes). Off by default: rewriting signals inside batches breaks ROCr before 7.13 (HSA error 0x1009); by default such batches are passed on untouched (counted) and each is timed as one span by two barrier packets of the agent's around it. |
+//! | `RTL_AGENT_GRAPH_NODES` (older name: `RTL_AGENT_HSA_BATCHES`) | `1` | unset | Time every node of every graph replay (`rtl-ebpf run --graph-nodes` sets it). HSA mode: also time every packet of multi-packet batches; off by default: rewriting signals inside batches breaks ROCr before 7.13 (HSA error 0x1009), so by default such batches are passed on untouched (counted) and each is timed as one span by two barrier packets of the agent's around it. CUPTI: per-node kernel/copy/memset records instead of one graph-level record (`CUPTI_ACTIVITY_KIND_GRAPH_TRACE`) per launch. |
 //! | `RTL_AGENT_HSA_SPANS` | `0` | unset | HSA mode: no span per graph replay (its batch goes on with nothing around it; no GraphExecution ops). For measuring what the spans cost, or a runtime whose queues must carry nothing but the application's packets around a replay. |
+//! | `RTL_AGENT_HSA_COPIES` | `direct`, `forward` | `direct` | HSA mode: how DMA copies are timed. `direct`: the copy keeps the application's completion signal and its times are read from it afterwards (nothing on the copy's path waits for the agent), where queue interception works (else `forward`). `forward`: the copy gets a signal of the agent's whose completion the agent's thread forwards to the application's (one thread wake-up on the path of whatever waits for the copy; the behaviour before direct copies, kept for comparison). |
 //! | `RTL_AGENT_QUIET` | `1` | unset | No messages on stderr (status still goes to the collector in the Info record). |
 //! | `RTL_AGENT_DUMP` | a file path | unset | Debugging / tests: also append every published batch to this file (O_APPEND, batches concatenated; `rtl_common::agent::decode_prefix` splits them). |
 //! | `RTL_AGENT_CUPTI_LIB` | a file path | unset | `cupti`: the libcupti to load (else the one loaded, or next to libcudart/libcuda, or `libcupti.so.13`). |
@@ -34,9 +35,12 @@ pub struct Config {
     pub drain_ms: u64,
     pub wait_ms: u64,
     pub quiet: bool,
-    pub hsa_batches: bool,
+    /// `RTL_AGENT_GRAPH_NODES=1` (or `RTL_AGENT_HSA_BATCHES=1`): every graph node timed.
+    pub graph_nodes: bool,
     /// `RTL_AGENT_HSA_SPANS=0`: no span packets around graph replays.
     pub hsa_no_spans: bool,
+    /// `RTL_AGENT_HSA_COPIES=forward`: DMA copies on a pool signal, completion forwarded.
+    pub hsa_copies_forward: bool,
     pub dump: Option<OsString>,
     pub cupti_lib: Option<String>,
     pub cupti_dump: Option<OsString>,
@@ -56,8 +60,9 @@ impl Default for Config {
             drain_ms: DEFAULT_DRAIN_MS,
             wait_ms: DEFAULT_WAIT_MS,
             quiet: false,
-            hsa_batches: false,
+            graph_nodes: false,
             hsa_no_spans: false,
+            hsa_copies_forward: false,
             dump: None,
             cupti_lib: None,
             cupti_dump: None,
@@ -105,11 +110,20 @@ impl Config {
         if let Some(v) = s("RTL_AGENT_QUIET") {
             c.quiet = !matches!(v.trim(), "" | "0");
         }
-        if let Some(v) = s("RTL_AGENT_HSA_BATCHES") {
-            c.hsa_batches = !matches!(v.trim(), "" | "0");
+        for k in ["RTL_AGENT_GRAPH_NODES", "RTL_AGENT_HSA_BATCHES"] {
+            if let Some(v) = s(k) {
+                c.graph_nodes |= !matches!(v.trim(), "" | "0");
+            }
         }
         if let Some(v) = s("RTL_AGENT_HSA_SPANS") {
             c.hsa_no_spans = v.trim() == "0";
+        }
+        if let Some(v) = s("RTL_AGENT_HSA_COPIES") {
+            match v.trim() {
+                "" | "direct" => {}
+                "forward" => c.hsa_copies_forward = true,
+                _ => w.push(format!("RTL_AGENT_HSA_COPIES={v:?} is not direct|forward; using direct")),
+            }
         }
         c.dump = get("RTL_AGENT_DUMP").filter(|v| !v.is_empty());
         c.cupti_lib = s("RTL_AGENT_CUPTI_LIB").filter(|v| !v.is_empty());
@@ -166,6 +180,11 @@ mod tests {
         assert!(c.quiet);
         assert_eq!(c.dump.as_deref(), Some(std::ffi::OsStr::new("/tmp/x")));
         assert_eq!(parse(&[("RTL_AGENT_GPU", "cupti")]).0.gpu, GpuMode::Cupti);
+        assert!(parse(&[("RTL_AGENT_GRAPH_NODES", "1")]).0.graph_nodes);
+        assert!(parse(&[("RTL_AGENT_HSA_BATCHES", "1")]).0.graph_nodes, "the older name");
+        assert!(!parse(&[("RTL_AGENT_GRAPH_NODES", "0")]).0.graph_nodes);
+        assert!(parse(&[("RTL_AGENT_HSA_COPIES", "forward")]).0.hsa_copies_forward);
+        assert_eq!(parse(&[("RTL_AGENT_HSA_COPIES", "relay")]).1.len(), 1);
         let (c, w) = parse(&[("RTL_AGENT_GPU", "cuda"), ("RTL_AGENT_DRAIN_MS", "0"), ("RTL_AGENT_WAIT_MS", "x"), ("RTL_AGENT_QUIET", "0")]);
         assert_eq!(w.len(), 3);
         assert_eq!(c, Config::default());

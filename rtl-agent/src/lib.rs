@@ -15,7 +15,7 @@
 //!
 //! # Environment
 //! See [`config`]: `RTL_AGENT_GPU`, `RTL_AGENT_DRAIN_MS`, `RTL_AGENT_WAIT_MS`, `RTL_AGENT_QUIET`,
-//! `RTL_AGENT_HSA_BATCHES`, `RTL_AGENT_HSA_SPANS`, `RTL_AGENT_DUMP`. Nothing else is read (plus `LD_PRELOAD` and
+//! `RTL_AGENT_GRAPH_NODES` (`RTL_AGENT_HSA_BATCHES`), `RTL_AGENT_HSA_SPANS`, `RTL_AGENT_HSA_COPIES`, `RTL_AGENT_DUMP`. Nothing else is read (plus `LD_PRELOAD` and
 //! `HSA_TOOLS_LIB`, only to learn how the agent itself was loaded).
 //!
 //! # Never harming the process
@@ -195,14 +195,20 @@ const SRC_CUPTI: u8 = 3;
 /// CUDA_INJECTION64_PATH names this library: CUPTI starts from InitializeInjection (inside cuInit).
 static CUDA_INJECTION_NAMED: AtomicBool = AtomicBool::new(false);
 
-/// RTL_AGENT_HSA_BATCHES: capture inside multi-packet batches too.
-pub(crate) fn hsa_batches() -> bool {
-    config().hsa_batches
+/// RTL_AGENT_GRAPH_NODES (`run --graph-nodes`): every node of every graph replay timed too
+/// (HSA: capture inside multi-packet batches; CUPTI: per-node kernel records).
+pub(crate) fn graph_nodes() -> bool {
+    config().graph_nodes
 }
 
 /// RTL_AGENT_HSA_SPANS=0: no span around graph replays.
 pub(crate) fn hsa_spans() -> bool {
     !config().hsa_no_spans
+}
+
+/// RTL_AGENT_HSA_COPIES=forward: DMA copies on a pool signal, their completion forwarded.
+pub(crate) fn hsa_copies_forward() -> bool {
+    config().hsa_copies_forward
 }
 
 /// Signal capture installed (from OnLoad).
@@ -470,6 +476,7 @@ fn activate_cupti() {
     publish::set_gpu_clock(wire::ClockDomain::Monotonic, None);
     match cupti::start() {
         Ok(path) => {
+            INFO.captures.store(cupti::captures(), Relaxed);
             INFO.status.store(wire::Status::Active as u8, Relaxed);
             PHASE.store(ACTIVE, Release);
             if !ONCE_ATEXIT.swap(true, Relaxed) {

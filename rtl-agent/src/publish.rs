@@ -318,6 +318,7 @@ pub struct AtomicCounters {
     pub graph_spans: AtomicU64,
     pub barriers_untimed: AtomicU64,
     pub other_packets: AtomicU64,
+    pub copies_untimed: AtomicU64,
 }
 
 impl AtomicCounters {
@@ -336,6 +337,7 @@ impl AtomicCounters {
             graph_spans: self.graph_spans.load(Relaxed),
             barriers_untimed: self.barriers_untimed.load(Relaxed),
             other_packets: self.other_packets.load(Relaxed),
+            copies_untimed: self.copies_untimed.load(Relaxed),
             ..Default::default()
         }
     }
@@ -354,6 +356,7 @@ impl AtomicCounters {
             &self.graph_spans,
             &self.barriers_untimed,
             &self.other_packets,
+            &self.copies_untimed,
         ] {
             c.store(0, Relaxed);
         }

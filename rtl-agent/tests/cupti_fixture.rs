@@ -3,7 +3,7 @@
 //! cudaMemset): the raw activity records the agent dumped (RTL_AGENT_CUPTI_DUMP) decoded and
 //! correlated again must give exactly the ops the live agent published (RTL_AGENT_DUMP).
 
-use rtl_agent::cupti::{read_dump, replay};
+use rtl_agent::cupti::{parse, read_dump, replay, Activity, DumpFrame, GraphTrace, KIND_CONCURRENT_KERNEL, KIND_GRAPH_TRACE};
 use rtl_agent::publish::Strings;
 use rtl_common::agent::{self as wire, decode_prefix, GpuOp, OpKind, Record};
 
@@ -118,4 +118,120 @@ fn measured_region_has_every_op_kind_on_the_launching_thread() {
     let names: std::collections::BTreeSet<_> =
         kernels.iter().map(|o| String::from_utf8_lossy(strings.get(o.kernel_name_id).unwrap().2).into_owned()).collect();
     assert!(names.iter().all(|n| n.starts_with("_Z")), "mangled kernel names: {names:?}");
+}
+
+/// A graph launch of the recording: (correlation id, first node's start, last node's end, nodes).
+type Launch = (u32, u64, u64, usize);
+
+/// The recorded session as CUPTI delivers it with graph-level records on (the agent's default,
+/// `CUPTI_ACTIVITY_KIND_GRAPH_TRACE`): each graph launch's node records replaced, where its first
+/// node's record was, by one `CUpti_ActivityGraphTrace2` record of the same correlation id from
+/// its first node's start to its last node's end (CUPTI then keeps no node records for it).
+/// Returns the frames and, per launch, (correlation id, start, end, node count).
+fn as_graph_level(frames: &[DumpFrame]) -> (Vec<DumpFrame>, Vec<Launch>) {
+    let u32_at = |b: &[u8], o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap());
+    let u64_at = |b: &[u8], o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap());
+    // CUpti_ActivityKernel10 offsets: start 16, end 24, device 40, context 44, stream 48,
+    // correlation 92, graph id 156.
+    let is_node = |rec: &[u8]| rec.len() >= 216 && u32_at(rec, 0) == KIND_CONCURRENT_KERNEL && u32_at(rec, 156) != 0;
+    let mut launches: std::collections::BTreeMap<u32, (u64, u64, usize, Vec<u8>)> = Default::default();
+    for f in frames {
+        if let DumpFrame::Record { rec, .. } = f {
+            if is_node(rec) {
+                let e = launches.entry(u32_at(rec, 92)).or_insert((u64::MAX, 0, 0, rec.clone()));
+                e.0 = e.0.min(u64_at(rec, 16));
+                e.1 = e.1.max(u64_at(rec, 24));
+                e.2 += 1;
+            }
+        }
+    }
+    let mut out = Vec::new();
+    let mut written = std::collections::BTreeSet::new();
+    for f in frames {
+        match f {
+            DumpFrame::Record { rec, .. } if is_node(rec) => {
+                let corr = u32_at(rec, 92);
+                if written.insert(corr) {
+                    let (start, end, _, first) = &launches[&corr];
+                    let mut g = vec![0u8; 56];
+                    g[0..4].copy_from_slice(&KIND_GRAPH_TRACE.to_le_bytes());
+                    g[4..8].copy_from_slice(&corr.to_le_bytes());
+                    g[8..16].copy_from_slice(&start.to_le_bytes());
+                    g[16..24].copy_from_slice(&end.to_le_bytes());
+                    g[24..28].copy_from_slice(&first[40..44]); // device
+                    g[28..32].copy_from_slice(&first[156..160]); // graph id
+                    g[32..36].copy_from_slice(&first[44..48]); // context
+                    g[36..40].copy_from_slice(&first[48..52]); // stream
+                    g[48..52].copy_from_slice(&first[40..44]); // endDeviceId
+                    g[52..56].copy_from_slice(&first[44..48]); // endContextId
+                    out.push(DumpFrame::Record { rec: g, name: vec![] });
+                }
+            }
+            f => out.push(f.clone()),
+        }
+    }
+    (out, launches.into_iter().map(|(c, (s, e, n, _))| (c, s, e, n)).collect())
+}
+
+/// Graph-level records (the default): one GraphExecution op per graph launch, linked to its
+/// cudaGraphLaunch by correlation id, spanning its nodes exactly; every eager kernel, copy and
+/// memset as before.
+#[test]
+fn graph_level_records_give_one_op_per_launch() {
+    let (pid, t0, t1, expect) = app();
+    let frames = read_dump(&std::fs::read(format!("{DIR}/cupti_raw.bin")).unwrap()).unwrap();
+    let strings = Strings::new(1 << 10, 1 << 20);
+    let (nodes, _) = replay(&frames, &strings);
+    let (graph_frames, launches) = as_graph_level(&frames);
+    let (ops, stats) = replay(&graph_frames, &strings);
+    assert_eq!((stats.short_records, stats.without_api, stats.graphs_untimed), (0, 0, 0), "{stats:?}");
+    assert_eq!(stats.linked as usize, ops.len());
+    let graphs: Vec<&GpuOp> = ops.iter().filter(|o| o.op == OpKind::GraphExecution as u8).collect();
+    assert_eq!(graphs.len(), launches.len(), "one op per launch");
+    assert!(ops.iter().all(|o| o.op == OpKind::GraphExecution as u8 || o.flags & wire::OP_IS_GRAPH == 0), "no node records");
+    for &(corr, start, end, n) in &launches {
+        let g: Vec<_> = graphs.iter().filter(|o| o.record_index == corr as u64).collect();
+        assert_eq!(g.len(), 1, "launch {corr}");
+        let g = g[0];
+        assert_eq!((g.gpu_begin_ns, g.gpu_end_ns), (start, end), "launch {corr}: first node start .. last node end");
+        assert!(g.flags & wire::OP_IS_GRAPH != 0 && g.flags & wire::OP_HAS_CPU_TIMES != 0 && g.flags & wire::OP_TID_KNOWN != 0);
+        assert_eq!(g.tid, pid);
+        let api = strings.get(g.api_name_id).unwrap().2;
+        assert!(api.starts_with(b"cudaGraphLaunch") || api.starts_with(b"cuGraphLaunch"), "{}", String::from_utf8_lossy(api));
+        // The same call the per-node records named.
+        let node = nodes.iter().find(|o| o.record_index == corr as u64).unwrap();
+        assert_eq!((g.cpu_start_ns, g.cpu_end_ns), (node.cpu_start_ns, node.cpu_end_ns));
+        assert_eq!(n, nodes.iter().filter(|o| o.record_index == corr as u64).count());
+    }
+    let inside = |o: &GpuOp| o.gpu_begin_ns >= t0 && o.gpu_begin_ns <= t1;
+    assert_eq!(graphs.iter().filter(|o| inside(o)).count(), 6, "2 rounds x 3 replays in the measured region");
+    let eager = |v: &[GpuOp]| {
+        let mut k: Vec<_> = v.iter().filter(|o| o.flags & wire::OP_IS_GRAPH == 0).map(key).collect();
+        k.sort();
+        k
+    };
+    assert_eq!(eager(&ops), eager(&nodes), "eager kernels, copies and memsets unchanged");
+    let eager_kernels = ops.iter().filter(|o| inside(o)).filter(|o| o.op == OpKind::Dispatch as u8).count();
+    assert_eq!(eager_kernels + 30, expect, "the measured region's eager kernels + 30 graph nodes = app.json's kernels");
+}
+
+#[test]
+fn graph_trace_record_layout() {
+    // CUpti_ActivityGraphTrace (cupti_activity.h): the fields read are at the same offsets in
+    // CUpti_ActivityGraphTrace2 (CUDA 12.x/13), which only appends.
+    assert_eq!(std::mem::offset_of!(GraphTrace, correlation_id), 4);
+    assert_eq!(std::mem::offset_of!(GraphTrace, start), 8);
+    assert_eq!(std::mem::offset_of!(GraphTrace, end), 16);
+    assert_eq!(std::mem::offset_of!(GraphTrace, device_id), 24);
+    assert_eq!(std::mem::offset_of!(GraphTrace, graph_id), 28);
+    assert_eq!(std::mem::offset_of!(GraphTrace, stream_id), 36);
+    let mut short = vec![0u8; 40];
+    short[0..4].copy_from_slice(&KIND_GRAPH_TRACE.to_le_bytes());
+    assert!(matches!(parse(&short), Activity::Short(KIND_GRAPH_TRACE)), "a record shorter than the struct is not read");
+    // Start and end 0: CUPTI could not time it; counted, not published.
+    let mut untimed = vec![0u8; 56];
+    untimed[0..4].copy_from_slice(&KIND_GRAPH_TRACE.to_le_bytes());
+    let (ops, stats) = replay(&[DumpFrame::Record { rec: untimed, name: vec![] }], &Strings::new(16, 1024));
+    assert!(ops.is_empty());
+    assert_eq!(stats.graphs_untimed, 1);
 }

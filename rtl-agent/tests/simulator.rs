@@ -607,7 +607,21 @@ fn hsa_mode_copies_barriers_and_replay_spans_exact() {
     assert_eq!((c.dispatches, c.engine_copies, c.barriers, c.spans), (200, 200, 200, 5), "{c:?}");
     assert_eq!(c.on_engine_copies, 0, "ROCm 5's table has no async_copy_on_engine");
     let k = r.procs.values().next().unwrap().counters.last().unwrap();
-    assert_eq!((k.graph_spans, k.graph_batches_skipped, k.barriers_untimed, k.other_packets), (5, 5, 0, 0), "{k:?}");
+    assert_eq!((k.graph_spans, k.graph_batches_skipped, k.barriers_untimed, k.other_packets, k.copies_untimed), (5, 5, 0, 0, 0), "{k:?}");
+}
+
+/// The same with DMA copies on the agent's pool signals, their completion forwarded by its
+/// thread (`RTL_AGENT_HSA_COPIES=forward`; the default keeps the application's signal and reads
+/// the times from it): the same ops, exact, and no copy left untimed either way.
+#[test]
+fn hsa_mode_copies_forwarded_exact() {
+    for (name, env) in [("hsa-copies-fwd", &[("RTL_AGENT_HSA_COPIES", "forward")][..]), ("hsa-copies-direct", &[][..])] {
+        let r = run_hsa(name, "copy_graph", &["--threads", "3", "--rounds", "10"], env);
+        let c = check_hsa_full(&r, false);
+        assert_eq!((c.dispatches, c.engine_copies, c.spans), (60, 60, 5), "{name}: {c:?}");
+        let k = r.procs.values().next().unwrap().counters.last().unwrap();
+        assert_eq!(k.copies_untimed, 0, "{name}: {k:?}");
+    }
 }
 
 /// ROCm 6/7's AMD extension table (major 2: every entry after hsa_amd_memory_async_copy moved by

@@ -5,6 +5,7 @@
 mod common;
 
 mod cupti_fixture;
+mod fake_cupti;
 mod fake_runtime;
 mod simulator;
 mod symbols;

@@ -365,10 +365,16 @@ pub struct Counters {
     pub barriers_untimed: u64,
     /// HSA: packets of other types (vendor-specific, invalid) passed on untouched.
     pub other_packets: u64,
+    // ---- appended (records of 112 bytes end here) ----
+    /// HSA: DMA copies on the application's own completion signal whose signal was reused or
+    /// destroyed before the copy's end time could be read from it (not published).
+    pub copies_untimed: u64,
 }
 
 /// Bytes of a [`Counters`] record from agents before `graph_spans` was appended.
 pub const COUNTERS_LEN_V1: usize = 88;
+/// Bytes of a [`Counters`] record from agents before `copies_untimed` was appended.
+pub const COUNTERS_LEN_V2: usize = 112;
 
 /// `Info::status`.
 #[repr(u8)]
@@ -474,7 +480,7 @@ const _: () = {
     assert!(size_of::<GpuOp>() == 160);
     assert!(size_of::<StringHead>() == 24);
     assert!(size_of::<ClockSync>() == 48);
-    assert!(size_of::<Counters>() == 112);
+    assert!(size_of::<Counters>() == 120);
     assert!(size_of::<Info>() == 48);
 };
 
@@ -724,7 +730,7 @@ fn parse_record(bytes: &[u8], off: usize, index: u32, version: u16) -> Result<(R
         }
         RecordKind::Counters => {
             // The old, shorter record too: appended fields read as 0.
-            if len != size_of::<Counters>() && len != COUNTERS_LEN_V1 {
+            if len != size_of::<Counters>() && len != COUNTERS_LEN_V1 && len != COUNTERS_LEN_V2 {
                 return Err(bad_len);
             }
             Record::Counters(read_prefix(bytes, off, len).ok_or(bad_len)?)

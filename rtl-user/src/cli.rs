@@ -82,7 +82,7 @@ Examples:
 #[derive(Parser, Debug)]
 #[command(name = "rtl-ebpf", version, about = ABOUT, after_help = AFTER)]
 #[command(args_conflicts_with_subcommands = true)]
-#[command(mut_arg("agent", |a| a.hide(true)))]
+#[command(mut_arg("agent", |a| a.hide(true)), mut_arg("graph_nodes", |a| a.hide(true)))]
 pub struct Cli {
     /// Trace every process on the node (system-wide), until Ctrl-C or --duration.
     #[arg(long)]
@@ -98,7 +98,7 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Trace one or more running processes by PID.
-    #[command(after_help = ATTACH_AFTER, mut_arg("agent", |a| a.hide(true)))]
+    #[command(after_help = ATTACH_AFTER, mut_arg("agent", |a| a.hide(true)), mut_arg("graph_nodes", |a| a.hide(true)))]
     Attach {
         /// Process to trace: -p 1 -p 2, or -p 1,2. Its HIP library is found in /proc/PID/maps.
         #[arg(short = 'p', long = "pid", required = true, value_name = "PID", value_delimiter = ',')]
@@ -249,6 +249,14 @@ pub struct TraceOpts {
     /// ../lib/rtl-ebpf/librtl_agent.so from the binary's directory, where packages install it).
     #[arg(long, value_name = "PATH")]
     pub agent: Option<PathBuf>,
+
+    /// Time every node of every graph replay (`run` only). By default a replay is one GPU
+    /// span (`GraphExecution`): HSA capture's two barrier packets around its batch, CUPTI's
+    /// graph-level record. With this flag every kernel, copy and memset of the replay is timed
+    /// too (HSA: its packets' completion signals are rewritten: safe on ROCm 7.13+ only; CUPTI:
+    /// per-node records). Costs more per replay (docs/benchmarks.md).
+    #[arg(long)]
+    pub graph_nodes: bool,
 
     /// `attach --keep-waiting` (set by the subcommand).
     #[arg(skip)]

@@ -38,6 +38,11 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                 "--agent applies to `run` only (it names the library `run` preloads); for attach / --all, start the application with the agent (docs/tracing.md)".into()
             )));
         }
+        if opts.graph_nodes && !matches!(mode, Mode::Run(_)) {
+            return Err(anyhow::anyhow!(Fatal::Usage(
+                "--graph-nodes applies to `run` only; for attach / --all, start the application with RTL_AGENT_GRAPH_NODES=1 (docs/tracing.md)".into()
+            )));
+        }
         let o = session::run(mode, opts)?;
         if opts.quiet {
             // No table: only what was written, what was lost and where.

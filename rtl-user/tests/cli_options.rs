@@ -144,6 +144,9 @@ fn cli_help_lists_what_applies_describes_every_argument_and_has_examples() {
     assert!(o.status.success());
     let h = String::from_utf8_lossy(&o.stdout);
     assert!(!h.contains("--agent"), "attach cannot use --agent:\n{h}");
+    assert!(!h.contains("--graph-nodes"), "attach cannot use --graph-nodes:\n{h}");
+    let run = String::from_utf8_lossy(&rtl_out(&["run", "--help"]).stdout).into_owned();
+    assert!(run.contains("--graph-nodes"), "{run}");
     assert!(h.contains("-p, --pid") && h.contains("Examples:"), "{h}");
     let top = Cli::command();
     let mut missing = vec![];

@@ -6,7 +6,7 @@
 //! * graph replay (multi-packet batches) left untouched by default — the simulator's
 //!   `ROCM_SIM_INTERCEPT_BATCH_BUG=1` aborts the process if a completion signal inside a batch is
 //!   rewritten — and counted (`agent_graph_batches_skipped`); recorded with
-//!   `RTL_AGENT_HSA_BATCHES=1`;
+//!   `run --graph-nodes` (`RTL_AGENT_HSA_BATCHES=1`, its older variable, for the batch test);
 //! * original completion signals always reach the application: every workload runs under
 //!   `timeout 120`, so a lost signal fails the test instead of hanging it;
 //! * interception unsupported (or never delivering packets): a warning, queues left alone, the
@@ -100,14 +100,18 @@ fn run_hsa(name: &str, cmd: &[&str], env: &[(&str, &str)]) -> Run {
 
 /// [`run_hsa`] with `--gpu <gpu>`.
 fn run_gpu(name: &str, gpu: &str, cmd: &[&str], env: &[(&str, &str)]) -> Run {
+    run_gpu_opts(name, gpu, &[], cmd, env)
+}
+
+/// [`run_gpu`] with more options of `run` (`opts`).
+fn run_gpu_opts(name: &str, gpu: &str, opts: &[&str], cmd: &[&str], env: &[(&str, &str)]) -> Run {
     require_root();
     let d = tmpdir();
     let (db, tr, wl) = (d.path().join("t.db"), d.path().join("truth.jsonl"), d.path().join("wl.jsonl"));
     let lib = sim_lib();
-    let mut args: Vec<String> = ["run", "--gpu", gpu, "-o", db.to_str().unwrap(), "--", "timeout", WORKLOAD_TIMEOUT_S, "env"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    let mut args: Vec<String> = ["run", "--gpu", gpu, "-o", db.to_str().unwrap()].iter().map(|s| s.to_string()).collect();
+    args.extend(opts.iter().map(|s| s.to_string()));
+    args.extend(["--", "timeout", WORKLOAD_TIMEOUT_S, "env"].iter().map(|s| s.to_string()));
     args.push(format!("LD_LIBRARY_PATH={}", lib.display()));
     args.push(format!("ROCM_SIM_TRUTH={}", tr.display()));
     args.push(format!("RTL_WORKLOAD_TRUTH={}", wl.display()));
@@ -444,12 +448,12 @@ fn hsa_copies_barriers_and_replay_spans_linked_exactly() {
     }
 }
 
-/// Graph nodes opted in (RTL_AGENT_HSA_BATCHES=1): the nodes (kernels and the blit copy) and the
+/// Graph nodes opted in (`run --graph-nodes`): the nodes (kernels and the blit copy) and the
 /// span of each replay, all linked to the hipGraphLaunch.
 #[test]
 fn hsa_graph_nodes_opt_in_with_spans_linked() {
     let w = workload("copy_graph");
-    let r = run_hsa("copy_graph/nodes", &[w.to_str().unwrap(), "--threads", "2", "--rounds", "5"], &[("RTL_AGENT_HSA_BATCHES", "1")]);
+    let r = run_gpu_opts("copy_graph/nodes", "hsa", &["--graph-nodes"], &[w.to_str().unwrap(), "--threads", "2", "--rounds", "5"], &[]);
     let (n, spans) = check_issue14("copy_graph/nodes", &r, true);
     assert_eq!(spans, 5);
     assert_eq!(n, 2 * 5 * 4 + 5 * 21, "round kernels and copies, and every node of every replay");

@@ -11,6 +11,8 @@
 //!   detach until the kernel lists none of the session's links, a second session's attach while
 //!   the first detaches, ten back-to-back `run` traces of a short workload (each checked
 //!   complete); with uprobe_multi links and, for comparison, the per-probe perf fallback.
+//! `hsa-copy`, `hsa-replay`: HSA capture's cost per async copy and per graph replay on the ROCm
+//!   simulator (bench_hsa.rs).
 //! `join`: the GPU join alone (rtl-user's `bench_join` example): GPU ops linked per second for
 //!   250 k and 1 M synthetic ops of back-to-back launch loops, with and without the anchor.
 
@@ -44,6 +46,12 @@ pub fn run(rest: &[String]) -> Result<()> {
     }
     if matches!(which, "all" | "collector") {
         collector()?;
+    }
+    if matches!(which, "all" | "hsa-copy") {
+        crate::bench_hsa::copy()?;
+    }
+    if matches!(which, "all" | "hsa-replay") {
+        crate::bench_hsa::replay()?;
     }
     if matches!(which, "all" | "join") {
         cmd("cargo")

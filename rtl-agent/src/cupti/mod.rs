@@ -30,7 +30,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::ffi::{c_char, c_int, c_void, CStr};
-use std::sync::atomic::{AtomicI32, AtomicU64, AtomicU8, Ordering::*};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicU8, Ordering::*};
 use std::sync::{Mutex, OnceLock};
 
 use rtl_common::agent::{self as wire, ClockDomain, GpuOp, OpKind};
@@ -47,6 +47,9 @@ pub const KIND_KERNEL: u32 = 3;
 pub const KIND_DRIVER: u32 = 4;
 pub const KIND_RUNTIME: u32 = 5;
 pub const KIND_CONCURRENT_KERNEL: u32 = 10;
+/// One record per graph launch (its first node's start to its last node's end) instead of the
+/// nodes' own kernel / memcpy / memset records (CUDA 11.7+).
+pub const KIND_GRAPH_TRACE: u32 = 51;
 
 /// CUpti_CallbackDomain.
 pub const DOMAIN_DRIVER: u32 = 1;
@@ -170,7 +173,25 @@ pub struct ApiRecord {
     pub return_value: u32,
 }
 
+/// CUpti_ActivityGraphTrace (CUDA 13's CUpti_ActivityGraphTrace2 starts the same and appends
+/// the last node's device and context, not read here).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct GraphTrace {
+    pub kind: u32,
+    pub correlation_id: u32,
+    pub start: u64,
+    pub end: u64,
+    /// Where the first node runs (INT_MAX: on the host).
+    pub device_id: u32,
+    pub graph_id: u32,
+    pub context_id: u32,
+    pub stream_id: u32,
+    pub reserved: *mut c_void,
+}
+
 const _: () = {
+    assert!(size_of::<GraphTrace>() == 48);
     assert!(size_of::<Kernel10>() == 216);
     assert!(size_of::<Memcpy6>() == 96);
     assert!(size_of::<Memset4>() == 88);
@@ -190,6 +211,8 @@ pub enum Activity {
     Kernel(Kernel10),
     Memcpy(Memcpy6),
     Memset(Memset4),
+    /// A whole graph launch (`CUPTI_ACTIVITY_KIND_GRAPH_TRACE`).
+    Graph(GraphTrace),
     /// DRIVER or RUNTIME API call; `domain` is DOMAIN_DRIVER / DOMAIN_RUNTIME.
     Api {
         domain: u32,
@@ -209,6 +232,7 @@ pub fn parse(b: &[u8]) -> Activity {
         KIND_KERNEL | KIND_CONCURRENT_KERNEL => read(b).map_or(short, Activity::Kernel),
         KIND_MEMCPY => read(b).map_or(short, Activity::Memcpy),
         KIND_MEMSET => read(b).map_or(short, Activity::Memset),
+        KIND_GRAPH_TRACE => read(b).map_or(short, Activity::Graph),
         KIND_DRIVER | KIND_RUNTIME => {
             read(b).map_or(short, |rec| Activity::Api { domain: if kind == KIND_DRIVER { DOMAIN_DRIVER } else { DOMAIN_RUNTIME }, rec })
         }
@@ -272,6 +296,18 @@ pub fn gpu_op(a: &Activity, kernel_name_id: u32) -> Option<GpuOp> {
             op.bytes = m.bytes;
             (m.graph_id, m.correlation_id)
         }
+        Activity::Graph(g) => {
+            op.op = OpKind::GraphExecution as u8;
+            // The node count is not in the record.
+            op.op_count = 0;
+            // INT_MAX: the graph starts with a host node (kept as CUPTI says).
+            op.device = g.device_id;
+            op.queue = g.stream_id;
+            op.stream = g.stream_id as u64;
+            op.gpu_begin_ns = g.start;
+            op.gpu_end_ns = g.end;
+            (g.graph_id.max(1), g.correlation_id)
+        }
         _ => return None,
     };
     if graph != 0 {
@@ -308,6 +344,8 @@ pub struct CorrStats {
     pub without_api: u64,
     pub short_records: u64,
     pub other_records: u64,
+    /// Graph launches CUPTI could not time (start and end 0 in its record): not published.
+    pub graphs_untimed: u64,
 }
 
 #[derive(Default)]
@@ -405,7 +443,8 @@ impl Correlator {
                 let name_id = api_name(*domain, rec.cbid);
                 self.on_api(rec.correlation_id, ApiCall { start: rec.start, end: rec.end, tid: rec.thread_id, name_id, domain: *domain });
             }
-            Activity::Kernel(_) | Activity::Memcpy(_) | Activity::Memset(_) => {
+            Activity::Graph(g) if g.start == 0 && g.end == 0 => self.stats.graphs_untimed += 1,
+            Activity::Kernel(_) | Activity::Memcpy(_) | Activity::Memset(_) | Activity::Graph(_) => {
                 let kid = kernel_name.filter(|n| !n.is_empty()).map_or(0, |n| intern(wire::STR_KERNEL, n));
                 if let Some(op) = gpu_op(a, kid) {
                     self.on_gpu(op, emit);
@@ -551,6 +590,15 @@ struct LiveState {
 }
 
 static LIVE: OnceLock<Live> = OnceLock::new();
+/// Graph launches come as one graph-level record each (`KIND_GRAPH_TRACE` enabled).
+static GRAPH_LEVEL: AtomicBool = AtomicBool::new(false);
+
+/// What this source captures here (`Info::captures`), once started.
+pub fn captures() -> u32 {
+    let graphs = if GRAPH_LEVEL.load(Relaxed) { wire::CAP_GRAPH_SPANS } else { wire::CAP_GRAPH_NODES };
+    wire::CAP_KERNELS | wire::CAP_COPIES | wire::CAP_MEMSETS | graphs
+}
+
 /// Raw dump file descriptor (RTL_AGENT_CUPTI_DUMP), -1 if none.
 pub static RAW_DUMP_FD: AtomicI32 = AtomicI32::new(-1);
 /// The loaded CUPTI's version (cuptiGetVersion), 0 if unknown.
@@ -783,6 +831,19 @@ pub fn start() -> Result<String, (String, i32)> {
         };
         for &(k, what) in api_kinds {
             check((a.enable)(k), &format!("cuptiActivityEnable({what})"))?;
+        }
+        // Graph launches: one graph-level record each (CUPTI then keeps no node records for
+        // them), unless every node is asked for (RTL_AGENT_GRAPH_NODES, run --graph-nodes). A
+        // CUPTI that refuses graph-level records gives the nodes, as asked for or not (said).
+        if !crate::graph_nodes() {
+            let rc = (a.enable)(KIND_GRAPH_TRACE);
+            GRAPH_LEVEL.store(rc == CUPTI_SUCCESS, Relaxed);
+            if rc != CUPTI_SUCCESS {
+                crate::say(&format!(
+                    "this CUPTI refuses graph-level records (cuptiActivityEnable(GRAPH_TRACE): CUptiResult {rc}): \
+                     every node of every graph replay is recorded instead (more cost per replay)"
+                ));
+            }
         }
         for (k, what) in [(KIND_CONCURRENT_KERNEL, "CONCURRENT_KERNEL"), (KIND_MEMCPY, "MEMCPY"), (KIND_MEMSET, "MEMSET")] {
             check((a.enable)(k), &format!("cuptiActivityEnable({what})"))?;

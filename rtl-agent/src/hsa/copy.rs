@@ -4,16 +4,20 @@
 //! The HIP runtime runs copies with a host side on a DMA engine through
 //! `hsa_amd_memory_async_copy` (ROCm 6+: `hsa_amd_memory_async_copy_on_engine`), 2D ones through
 //! `hsa_amd_memory_async_copy_rect`, on the thread of the hipMemcpy* call. Each of these entries
-//! of the AMD extension table is replaced: the call goes to the runtime with a pool signal as
-//! its completion signal (the application's is kept in the slot and forwarded to on
-//! completion, see `hsa::complete`), so `hsa_amd_profiling_get_async_copy_time` on it gives the
-//! copy's start and end. Copy profiling must be on when a copy is submitted:
-//! `hsa_amd_profiling_async_copy_enable(true)` is called before the first copy, and the
-//! runtime's own calls of it are wrapped so that its "off" (CLR toggles it with its own
-//! profiling) does not switch timestamps off under us.
+//! of the AMD extension table is replaced. Where queue interception works (every packet passes
+//! the agent's handler), the copy keeps the application's completion signal and its start and
+//! end are read from that signal afterwards (`hsa_amd_profiling_get_async_copy_time`;
+//! [`super::watch`] says when): the copy engine completes the signal itself, so nothing on the
+//! copy's path waits for the agent. Elsewhere (interception refused or broken, or
+//! `RTL_AGENT_HSA_COPIES=forward`) the call gets a pool signal as its completion signal and the
+//! completion thread forwards completion to the application's (see `hsa::complete`): one
+//! thread wake-up on the path of whatever waits for the copy. Copy profiling must be on when a
+//! copy is submitted: `hsa_amd_profiling_async_copy_enable(true)` is called before the first
+//! copy, and the runtime's own calls of it are wrapped so that its "off" (CLR toggles it with
+//! its own profiling) does not switch timestamps off under us.
 //!
-//! Each wrapper calls the runtime exactly once, with the application's arguments except the
-//! completion signal; when no pool slot is free (counted) or the completion signal is 0 (the
+//! Each wrapper calls the runtime exactly once, with the application's arguments (except the
+//! completion signal when it is forwarded); when no pool slot is free (counted) or the completion signal is 0 (the
 //! runtime rejects that), the call goes through unchanged. When the runtime refuses the copy,
 //! the slot is taken back and its status returned as is.
 
@@ -26,7 +30,8 @@ use rtl_common::agent as wire;
 use super::devices::device_of;
 use super::ffi::{FNS, HSA_STATUS_ERROR, HSA_STATUS_SUCCESS};
 use super::layout::AmdLayout;
-use super::pool::{arm, cached_tid, disarm, kick_completion, pool_if_ready, take_slot, InFlight, K_COPY, SLEEPING};
+use super::pool::{arm, cached_tid, disarm, kick_completion, pool_if_ready, take_slot, InFlight, K_COPY, K_COPY_DIRECT, SLEEPING};
+use super::watch;
 use crate::clock;
 use crate::publish::record_error;
 
@@ -170,18 +175,32 @@ fn rect_sides(dir: u32) -> (bool, bool) {
     }
 }
 
-/// Takes and arms a pool slot for one copy; None: pass the call through unchanged.
+/// Takes and arms a pool slot for one copy. Returns the slot and the completion signal to give
+/// the runtime: the application's own where its copy times can be read from it afterwards
+/// ([`super::watch`]: the copy then completes it directly, as without the agent), else a pool
+/// signal whose completion the agent's thread forwards. None: pass the call through unchanged.
 fn begin(completion: u64, mut info: InFlight) -> Option<(usize, u64)> {
     if completion == 0 {
         return None;
     }
     let (f, p, c) = (FNS.get()?, pool_if_ready()?, COPY.get()?);
     ensure_profiling(c);
+    // The application's signal may still hold an earlier copy's times: read them before this
+    // copy overwrites them.
+    watch::settle(f, p, completion);
     let (i, sig) = take_slot(f, p)?;
-    info.kind = K_COPY;
     info.orig = completion;
     info.tid = cached_tid();
     info.submit_ns = clock::monotonic_ns();
+    if super::direct_copies() {
+        info.kind = K_COPY_DIRECT;
+        info.prior_end = watch::end_time(f, completion);
+        if watch::insert(completion, i) {
+            arm(p, i, info);
+            return Some((i, completion));
+        }
+    }
+    info.kind = K_COPY;
     arm(p, i, info);
     Some((i, sig))
 }
@@ -192,13 +211,16 @@ fn refused(slot: Option<(usize, u64)>, rc: i32) {
         return;
     }
     record_error(rc);
-    if let (Some((i, _)), Some(p)) = (slot, pool_if_ready()) {
+    if let (Some((i, sig)), Some(p)) = (slot, pool_if_ready()) {
+        watch::unwatch(p, i, sig);
         disarm(p, i);
     }
 }
 
-fn kick() {
-    if SLEEPING.load(SeqCst) {
+/// Wakes the completion thread if it sleeps and the copy needs it (a forward is due when the
+/// pool signal completes; a direct copy's times can wait for its next look).
+fn kick(slot: Option<(usize, u64)>, completion: u64) {
+    if slot.is_some_and(|s| s.1 != completion) && SLEEPING.load(SeqCst) {
         kick_completion();
     }
 }
@@ -235,7 +257,7 @@ unsafe extern "C" fn async_copy(
         let rc = f(dst, dst_agent, src, src_agent, size, num_deps, deps, slot.map_or(completion, |s| s.1));
         let _ = std::panic::catch_unwind(|| {
             refused(slot, rc);
-            kick();
+            kick(slot, completion);
         });
         rc
     }
@@ -262,7 +284,7 @@ unsafe extern "C" fn async_copy_on_engine(
         let rc = f(dst, dst_agent, src, src_agent, size, num_deps, deps, slot.map_or(completion, |s| s.1), engine_id, force_copy_on_sdma);
         let _ = std::panic::catch_unwind(|| {
             refused(slot, rc);
-            kick();
+            kick(slot, completion);
         });
         rc
     }
@@ -306,7 +328,7 @@ unsafe extern "C" fn async_copy_rect(
         let rc = f(dst, dst_offset, src, src_offset, range, copy_agent, dir, num_deps, deps, slot.map_or(completion, |s| s.1));
         let _ = std::panic::catch_unwind(|| {
             refused(slot, rc);
-            kick();
+            kick(slot, completion);
         });
         rc
     }

@@ -44,6 +44,8 @@ pub(crate) type SystemGetInfoFn = unsafe extern "C" fn(u32, *mut c_void) -> i32;
 pub(crate) type IterateAgentsFn = unsafe extern "C" fn(unsafe extern "C" fn(u64, *mut c_void) -> i32, *mut c_void) -> i32;
 pub(crate) type AgentGetInfoFn = unsafe extern "C" fn(u64, u32, *mut c_void) -> i32;
 pub(crate) type SignalCreateFn = unsafe extern "C" fn(i64, u32, *const u64, *mut u64) -> i32;
+/// `hsa_signal_destroy(signal)`.
+pub(crate) type SignalDestroyFn = unsafe extern "C" fn(u64) -> i32;
 pub(crate) type SignalLoadFn = unsafe extern "C" fn(u64) -> i64;
 pub(crate) type SignalStoreFn = unsafe extern "C" fn(u64, i64);
 pub(crate) type QueueDestroyFn = unsafe extern "C" fn(*mut c_void) -> i32;
@@ -80,6 +82,9 @@ pub(crate) struct Fns {
     pub(crate) iterate_symbols: IterateSymbolsFn,
     pub(crate) copy_time: CopyTimeFn,
     pub(crate) wait_any: Option<WaitAnyFn>,
+    /// The runtime's `hsa_signal_destroy` (the agent's wrapper reads a watched copy's times
+    /// first: `watch`).
+    pub(crate) signal_destroy: Option<SignalDestroyFn>,
 }
 
 pub(crate) static FNS: std::sync::OnceLock<Fns> = std::sync::OnceLock::new();
@@ -183,6 +188,9 @@ pub(crate) unsafe fn resolve(table: *mut u8) -> Result<Tables, String> {
             wait_any: Some(get(amd, amd_l.signal_wait_any))
                 .filter(|p| !p.is_null())
                 .map(|p| std::mem::transmute::<*const c_void, WaitAnyFn>(p)),
+            signal_destroy: Some(get(core, core_off::SIGNAL_DESTROY))
+                .filter(|p| !p.is_null())
+                .map(|p| std::mem::transmute::<*const c_void, SignalDestroyFn>(p)),
         }
     };
     let (iterate, agent_info) = (get(core, core_off::ITERATE_AGENTS), get(core, core_off::AGENT_GET_INFO));

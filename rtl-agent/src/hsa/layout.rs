@@ -24,6 +24,7 @@ pub mod core_off {
     pub const QUEUE_DESTROY: usize = 88;
     pub const QUEUE_ADD_WRITE_INDEX_SCRELEASE: usize = 208;
     pub const SIGNAL_CREATE: usize = 312;
+    pub const SIGNAL_DESTROY: usize = 320;
     pub const SIGNAL_LOAD_RELAXED: usize = 328;
     pub const SIGNAL_STORE_RELAXED: usize = 344;
     pub const SIGNAL_STORE_SCRELEASE: usize = 352;

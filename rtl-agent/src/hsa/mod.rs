@@ -11,10 +11,12 @@
 //! * `RTL_AGENT_GPU=hsa`: signal capture, below.
 //!
 //! # What is timed, and how
-//! Every time comes from a completion signal the agent owns: a signal from a lock-free pool
+//! Kernel times come from a completion signal the agent owns: a signal from a lock-free pool
 //! takes the place of the application's own (or is added where there was none), a completion
 //! thread waits for it, reads its timestamps, forwards completion to the application's signal
-//! (what the hardware would have done) and recycles it.
+//! (what the hardware would have done) and recycles it. DMA copies keep the application's
+//! signal (their times are read from it: [`watch`]); barriers and replays get packets of the
+//! agent's around them. What needs no forward (spans, copies) is read every 1 ms in one pass.
 //! * Kernel dispatches: `hsa_queue_create` is wrapped; the queue is created with
 //!   `hsa_amd_queue_intercept_create`, timestamps enabled, and a packet handler registered. The
 //!   handler (on the thread that rings the doorbell, inside the launch call) rewrites the
@@ -34,19 +36,20 @@
 //!   inside multi-packet batches are passed on untimed and counted (`barriers_untimed`);
 //!   vendor-specific packets too (`other_packets`).
 //! * Async copies (DMA engines): `hsa_amd_memory_async_copy`, `..._on_engine` (ROCm 6+) and
-//!   `..._rect` are wrapped: the call gets a pool signal as its completion signal, copy
+//!   `..._rect` are wrapped ([`copy`]): the copy completes the application's own signal and
+//!   `hsa_amd_profiling_get_async_copy_time` (system domain) is read from it afterwards
+//!   ([`watch`]: before any reuse), where queue interception works; elsewhere the call gets a
+//!   pool signal whose completion is forwarded (a negative value, a copy error, as is). Copy
 //!   profiling is kept on (`hsa_amd_profiling_async_copy_enable` is wrapped too: the
-//!   application's "off" is remembered, not applied), and the completion thread reads
-//!   `hsa_amd_profiling_get_async_copy_time` (system domain). Direction from the agents (or the
-//!   rect call's direction), bytes, src/dst; on the calling thread, inside the hipMemcpy*.
-//!   A negative value (copy error) is forwarded as is.
+//!   application's "off" is remembered, not applied). Direction from the agents (or the rect
+//!   call's direction), bytes, src/dst; on the calling thread, inside the hipMemcpy*.
 //! * Graph replays (batches of more than one packet): by default the batch's own packets are
 //!   passed on untouched (rewriting signals inside batches breaks ROCr before 7.13: HSA error
 //!   0x1009) and counted (`graph_batches_skipped`); the agent writes one barrier-AND packet with
 //!   a pool signal before the batch and one after it (barrier bit: each waits for everything
 //!   before it), and publishes one `OpKind::GraphExecution` op per replay, from the first
 //!   barrier's completion (= when the graph's first packet can start) to the second's (= its
-//!   last packet completed). `RTL_AGENT_HSA_BATCHES=1` also times every packet of the batch
+//!   last packet completed). `RTL_AGENT_GRAPH_NODES=1` also times every packet of the batch
 //!   (`OP_IS_GRAPH`), for runtimes where that is safe (ROCm 7.13+).
 //!
 //! If interception is refused for a queue, that queue is created normally and it is reported
@@ -75,6 +78,7 @@ mod devices;
 mod ffi;
 pub mod layout;
 mod pool;
+mod watch;
 
 use crate::publish::{self, counters, record_error};
 use devices::{collect_agent, device_of};
@@ -82,6 +86,41 @@ use devices::{collect_agent, device_of};
 /// System timestamp ticks per second.
 static FREQ: AtomicU64 = AtomicU64::new(1_000_000_000);
 static INTERCEPT_REFUSED: AtomicBool = AtomicBool::new(false);
+/// `hsa_signal_destroy` is wrapped (a watched signal's copy times are read before it goes).
+static DESTROY_WRAPPED: AtomicBool = AtomicBool::new(false);
+
+/// DMA copies keep the application's completion signal ([`watch`]): only where every packet
+/// the runtime submits passes our handler (interception probed and never refused) and signal
+/// destruction is wrapped, so that no reuse of a signal goes unseen.
+pub(crate) fn direct_copies() -> bool {
+    PROBE.load(Acquire) == PROBE_OK && !INTERCEPT_REFUSED.load(Relaxed) && DESTROY_WRAPPED.load(Relaxed) && !crate::hsa_copies_forward()
+}
+
+unsafe extern "C" fn signal_destroy_wrapper(sig: u64) -> i32 {
+    let Some(f) = FNS.get() else { return HSA_STATUS_ERROR };
+    let Some(destroy) = f.signal_destroy else { return HSA_STATUS_ERROR };
+    if let Some(p) = POOL_.get() {
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| watch::settle(f, p, sig)));
+    }
+    // SAFETY: the runtime's hsa_signal_destroy with the application's argument.
+    unsafe { destroy(sig) }
+}
+
+/// Packets about to be submitted: a completion signal among them that still holds a watched
+/// copy's times is read first (the packet will overwrite them).
+///
+/// # Safety
+/// `pkts` holds `count` 64-byte AQL packets.
+unsafe fn settle_reused(f: &Fns, p: &Pool, pkts: *const c_void, count: u64) {
+    if !watch::any() {
+        return;
+    }
+    for k in 0..count as usize {
+        // SAFETY: the caller's promise; completion_signal is at byte 56 of every AQL packet.
+        let sig = unsafe { std::ptr::read_unaligned((pkts as *const u8).add(k * 64 + 56) as *const u64) };
+        watch::settle(f, p, sig);
+    }
+}
 
 // ---------------------------------------------------------------------------------------------
 // Kernel object -> name id.
@@ -312,6 +351,9 @@ unsafe extern "C" fn handler(pkts: *const c_void, count: u64, _user_index: u64, 
             }
             q.seen.store(true, Release);
             let (Some(f), Some(p)) = (FNS.get(), POOL_.get()) else { return };
+            settle_reused(f, p, pkts, count);
+            // A dispatch was captured: its completion is to be forwarded (spans need no wake-up).
+            let mut forward = false;
             if count == 1 {
                 let mut pkt = [0u8; 64];
                 std::ptr::copy_nonoverlapping(pkts as *const u8, pkt.as_mut_ptr(), 64);
@@ -334,19 +376,20 @@ unsafe extern "C" fn handler(pkts: *const c_void, count: u64, _user_index: u64, 
                     if !capture(f, p, q, &mut pkt, false) {
                         return;
                     }
+                    forward = true;
                     wrote.set(true);
                     writer(pkt.as_ptr() as *const c_void, 1);
                 }
             } else {
                 // A multi-packet batch (graph replay). Its packets are the graph's: left alone
-                // unless RTL_AGENT_HSA_BATCHES=1 (rewriting completion signals inside batches breaks
+                // unless RTL_AGENT_GRAPH_NODES=1 (rewriting completion signals inside batches breaks
                 // ROCr before 7.13, 0x1009). The replay is timed by two barriers of our own.
                 let mut nodes: Option<Vec<u8>> = None;
-                if crate::hsa_batches() && count <= MAX_BATCH {
+                if crate::graph_nodes() && count <= MAX_BATCH {
                     let mut copy = vec![0u8; count as usize * 64];
                     std::ptr::copy_nonoverlapping(pkts as *const u8, copy.as_mut_ptr(), copy.len());
                     for pkt in copy.chunks_exact_mut(64) {
-                        capture(f, p, q, pkt, true);
+                        forward |= capture(f, p, q, pkt, true);
                     }
                     nodes = Some(copy);
                 } else {
@@ -366,7 +409,7 @@ unsafe extern "C" fn handler(pkts: *const c_void, count: u64, _user_index: u64, 
                     writer(batch, count);
                 }
             }
-            if SLEEPING.load(SeqCst) {
+            if forward && SLEEPING.load(SeqCst) {
                 kick_completion();
             }
         }));
@@ -559,6 +602,14 @@ fn complete(f: &Fns, p: &Pool, i: usize) {
     // The times first (the signal is reset on release), then completion is forwarded at once:
     // the application may be waiting on it.
     let (times, op_kind, copy_kind, kernel_name_id, pair) = match info.kind {
+        K_COPY_DIRECT => {
+            if info.times == [0, 0] {
+                // Its signal was reused before the copy was done (counted by watch).
+                release(f, p, i);
+                return;
+            }
+            (Ok(info.times.map(sys_to_ns)), OpKind::Copy, info.copy_kind, 0, None)
+        }
         K_COPY => {
             // SAFETY: our pool signal.
             let v = unsafe { (f.signal_load)(sig) };
@@ -642,25 +693,39 @@ fn completion_main() {
     let p = pool();
     let mut stop_at: Option<u64> = None;
     let mut pending: Vec<u64> = Vec::with_capacity(WAIT_MAX + 1);
-    let mut spans: Vec<u64> = Vec::with_capacity(WAIT_MAX + 1);
     loop {
         if STOP.load(Acquire) != 0 && stop_at.is_none() {
             stop_at = Some(clock::monotonic_ns() + 1_000_000_000);
         }
         let mut found = 0;
         let armed = p.armed.load(SeqCst);
+        let armed_forward = p.armed_forward.load(SeqCst);
         pending.clear();
-        spans.clear();
         let mut forwards = false;
         for i in 0..p.high.load(Relaxed) {
             let slot = &p.slots[i];
-            if slot.state.load(Acquire) != 1 {
+            let state = slot.state.load(Acquire);
+            if state == watch::TIMED {
+                // A direct copy whose signal was about to be reused: settled by that thread.
+                complete(&f, p, i);
+                found += 1;
+                continue;
+            }
+            if state != 1 {
                 continue;
             }
             // SAFETY: state 1 (Acquire) published `info`.
             let (kind, orig) = unsafe { ((*slot.info.get()).kind, (*slot.info.get()).orig) };
             if kind == K_SPAN_START {
                 continue; // completed with its K_SPAN_END
+            }
+            if kind == K_COPY_DIRECT {
+                // Not done yet: its times are read at a later look (nothing waits for it).
+                if watch::poll(&f, p, i) {
+                    complete(&f, p, i);
+                    found += 1;
+                }
+                continue;
             }
             let sig = slot.sig.load(Relaxed);
             // SAFETY: our pool signal.
@@ -673,13 +738,8 @@ fn completion_main() {
                 if pending.len() < WAIT_MAX {
                     pending.push(sig);
                 }
-            } else if spans.len() < WAIT_MAX {
-                // A span (nothing to forward): waited for only when nothing else is pending.
-                spans.push(sig);
             }
-        }
-        if !forwards {
-            std::mem::swap(&mut pending, &mut spans);
+            // Else a span (nothing to forward): read with the others at the next look.
         }
         // Publish from here after the agent's shutdown, and whenever the GPU goes idle (a
         // process may end right after its last synchronisation, e.g. with `_exit`).
@@ -691,7 +751,10 @@ fn completion_main() {
                 break;
             }
         }
-        if found == 0 {
+        // Waits: with a forward due, as soon as one of those signals completes. Without (only
+        // spans and direct copies in flight: their times can wait), every 1 ms, whatever
+        // completed meanwhile read in one pass: no wake-up per op.
+        if found == 0 || !forwards {
             if p.in_flight.load(Relaxed) == 0 {
                 let w = WAKE.load(Acquire);
                 SLEEPING.store(true, SeqCst);
@@ -699,18 +762,14 @@ fn completion_main() {
                     crate::futex_wait(&WAKE, w, 20);
                 }
                 SLEEPING.store(false, SeqCst);
-            } else if let (Some(wait_any), w, false) = (f.wait_any, WAKE_SIG.load(Relaxed), pending.is_empty()) {
-                // Block in the runtime (bounded: 200 us) until any of them completes, or a
-                // barrier / copy is armed (WAKE_SIG); then rescan everything. Completion is
-                // forwarded within microseconds.
-                // Something to forward: look again every 200 us at most (slots armed meanwhile
-                // are not in the set). Only spans: 20 ms (a new dispatch or copy wakes us).
-                let ns: u64 = if forwards || w == 0 { 200_000 } else { 20_000_000 };
-                let timeout = (ns * FREQ.load(Relaxed) / 1_000_000_000).max(1);
+            } else if let (Some(wait_any), w, true) = (f.wait_any, WAKE_SIG.load(Relaxed), forwards) {
+                // Block in the runtime (bounded: 200 us; slots armed meanwhile are not in the
+                // set) until any of them completes, or a copy is armed (WAKE_SIG); then rescan
+                // everything. Completion is forwarded within microseconds.
+                let timeout = (200_000 * FREQ.load(Relaxed) / 1_000_000_000).max(1);
                 if w != 0 {
                     pending.push(w);
                 }
-                LONG_WAIT.store(!forwards && w != 0, SeqCst);
                 let n = pending.len();
                 let (conds, vals) = ([SIGNAL_CONDITION_LT; WAIT_MAX + 1], [1i64; WAIT_MAX + 1]);
                 BLOCKED.store(true, SeqCst);
@@ -721,7 +780,6 @@ fn completion_main() {
                     unsafe { wait_any(n as u32, pending.as_ptr(), conds.as_ptr(), vals.as_ptr(), timeout, WAIT_STATE_BLOCKED, &mut v) };
                 }
                 BLOCKED.store(false, SeqCst);
-                LONG_WAIT.store(false, Relaxed);
                 if WOKEN.load(Acquire) {
                     // SAFETY: our wake signal, armed again before anyone may set it.
                     unsafe { (f.signal_store)(w, 1) };
@@ -733,7 +791,14 @@ fn completion_main() {
                 // SAFETY: our pool signal; LT 1 = completed.
                 unsafe { (f.signal_wait)(sig, SIGNAL_CONDITION_LT, 1, timeout.max(1), WAIT_STATE_BLOCKED) };
             } else {
-                std::thread::sleep(std::time::Duration::from_micros(20));
+                // Nothing to forward (spans, direct copies): look again in 1 ms. A dispatch or a
+                // forwarded copy submitted meanwhile kicks WAKE (SLEEPING), or changed `armed`.
+                let w = WAKE.load(Acquire);
+                SLEEPING.store(true, SeqCst);
+                if p.armed_forward.load(SeqCst) == armed_forward && STOP.load(Acquire) == 0 {
+                    crate::futex_wait(&WAKE, w, 1);
+                }
+                SLEEPING.store(false, SeqCst);
             }
         }
     }
@@ -832,6 +897,10 @@ unsafe fn install(table: *mut u8) -> Result<(), String> {
     unsafe {
         ffi::replace_entry(t.core, core_off::QUEUE_CREATE, queue_create_wrapper as *const c_void);
         ffi::replace_entry(t.core, core_off::EXECUTABLE_FREEZE, freeze_wrapper as *const c_void);
+        if fns.signal_destroy.is_some() {
+            ffi::replace_entry(t.core, core_off::SIGNAL_DESTROY, signal_destroy_wrapper as *const c_void);
+            DESTROY_WRAPPED.store(true, Relaxed);
+        }
         copy::install(t.amd, &t.amd_layout);
     }
     Ok(())
@@ -846,7 +915,7 @@ pub(crate) fn captures() -> u32 {
     if copy::WRAPPED.load(Relaxed) {
         c |= wire::CAP_COPIES;
     }
-    if crate::hsa_batches() {
+    if crate::graph_nodes() {
         c |= wire::CAP_GRAPH_NODES;
     }
     c

@@ -20,8 +20,6 @@ pub(crate) static SLEEPING: AtomicBool = AtomicBool::new(false);
 pub(crate) static BLOCKED: AtomicBool = AtomicBool::new(false);
 pub(crate) static WOKEN: AtomicBool = AtomicBool::new(false);
 pub(crate) static WAKE_SIG: AtomicU64 = AtomicU64::new(0);
-/// The blocked wait is a long one (nothing in flight needs forwarding: only spans).
-pub(crate) static LONG_WAIT: AtomicBool = AtomicBool::new(false);
 
 /// Wakes the completion thread.
 pub(crate) fn kick_completion() {
@@ -41,6 +39,9 @@ pub(crate) struct Slot {
 /// What a pool signal stands in for (`InFlight::kind`).
 pub(crate) const K_DISPATCH: u8 = 0;
 pub(crate) const K_COPY: u8 = 2;
+/// A copy that completes the application's signal itself: its times are read from that signal
+/// ([`super::watch`]); nothing to forward, nothing waits for the agent.
+pub(crate) const K_COPY_DIRECT: u8 = 5;
 /// Our barrier before the packets a span times (a replay's batch, or one barrier packet of the
 /// runtime's): completed together with its K_SPAN_END, never alone.
 pub(crate) const K_SPAN_START: u8 = 3;
@@ -72,6 +73,10 @@ pub(crate) struct InFlight {
     pub count: u32,
     /// K_SPAN_END: the `OpKind` published (GraphExecution or Barrier).
     pub span_op: u8,
+    /// K_COPY_DIRECT: the copy end time the application's signal held before the copy (its
+    /// copy is done when that changed), and the times read once it is.
+    pub prior_end: u64,
+    pub times: [u64; 2],
 }
 
 pub(crate) struct Pool {
@@ -82,6 +87,8 @@ pub(crate) struct Pool {
     pub(crate) in_flight: AtomicUsize,
     /// Slots armed so far (the completion thread sees whether one was armed while it scanned).
     pub(crate) armed: AtomicU64,
+    /// Of those, the ones whose completion must be forwarded (dispatches, forwarded copies).
+    pub(crate) armed_forward: AtomicU64,
     /// One past the highest slot index ever handed out (the completion thread scans below it).
     pub(crate) high: AtomicUsize,
 }
@@ -96,7 +103,15 @@ impl Pool {
             .map(|_| Slot { sig: AtomicU64::new(0), state: AtomicU8::new(0), info: UnsafeCell::new(InFlight::default()) })
             .collect();
         let next = (0..POOL).map(|i| AtomicU32::new(if i + 1 < POOL { i as u32 + 2 } else { 0 })).collect();
-        Pool { slots, next, head: AtomicU64::new(1), in_flight: AtomicUsize::new(0), armed: AtomicU64::new(0), high: AtomicUsize::new(0) }
+        Pool {
+            slots,
+            next,
+            head: AtomicU64::new(1),
+            in_flight: AtomicUsize::new(0),
+            armed: AtomicU64::new(0),
+            armed_forward: AtomicU64::new(0),
+            high: AtomicUsize::new(0),
+        }
     }
     pub(crate) fn pop(&self) -> Option<usize> {
         let mut h = self.head.load(Acquire);
@@ -167,15 +182,15 @@ pub(crate) fn arm(p: &Pool, i: usize, info: InFlight) {
     p.in_flight.fetch_add(1, SeqCst);
     p.high.fetch_max(i + 1, Relaxed);
     p.armed.fetch_add(1, SeqCst);
-    // A copy's completion signal is often what other work waits for (the runtime's fence that
-    // keeps the stream in order behind it): if the completion thread is blocked on signals that
-    // do not include this one, wake it (once per wait) so the forward is not late. Dispatches do
-    // not pay for this.
-    // While only spans are in flight (nothing to forward) the thread waits long; then a new
-    // dispatch wakes it too (its completion must be forwarded). A new span need not: it is
-    // picked up at the next wake-up (on one queue, when the previous span completes).
-    let wake = info.kind == K_COPY || (info.kind == K_DISPATCH && LONG_WAIT.load(SeqCst));
-    if wake && BLOCKED.load(SeqCst) && !WOKEN.swap(true, AcqRel) {
+    if matches!(info.kind, K_DISPATCH | K_COPY) {
+        p.armed_forward.fetch_add(1, SeqCst);
+    }
+    // A forwarded copy's completion signal is often what other work waits for (the runtime's
+    // fence that keeps the stream in order behind it): if the completion thread is blocked on
+    // signals that do not include this one, wake it (once per wait) so the forward is not late.
+    // Dispatches do not pay for this (the thread looks again within 200 us); spans and direct
+    // copies need no forward.
+    if info.kind == K_COPY && BLOCKED.load(SeqCst) && !WOKEN.swap(true, AcqRel) {
         let w = WAKE_SIG.load(Relaxed);
         if let (Some(f), true) = (FNS.get(), w != 0) {
             // SAFETY: our wake signal.

@@ -110,6 +110,7 @@ pub struct GpuStats {
     pub graph_spans: u64,
     pub barriers_untimed: u64,
     pub other_packets: u64,
+    pub copies_untimed: u64,
 }
 
 impl GpuStats {
@@ -952,6 +953,8 @@ impl GpuJoiner {
             Some(OpKind::Dispatch) => ("KernelExecution", name.unwrap_or_default()),
             Some(OpKind::Copy) => (copy_type(op.copy_kind), name.unwrap_or_default()),
             Some(OpKind::Memset) => ("FillBuffer", name.unwrap_or_default()),
+            // CUPTI's graph-level record does not count the nodes (op_count 0).
+            Some(OpKind::GraphExecution) if op.op_count == 0 => ("GraphExecution", "graph replay".to_string()),
             Some(OpKind::GraphExecution) => ("GraphExecution", format!("graph replay, {} packets", op.op_count)),
             Some(OpKind::Barrier) | None => ("Barrier", String::new()),
         };
@@ -982,6 +985,7 @@ impl GpuJoiner {
             ("agent_graph_spans", self.stats.graph_spans),
             ("agent_barriers_untimed", self.stats.barriers_untimed),
             ("agent_other_packets", self.stats.other_packets),
+            ("agent_copies_untimed", self.stats.copies_untimed),
         ] {
             out.push(Row::Meta(MetaRow { tag: tag.into(), value: v.to_string() }));
         }
@@ -1016,6 +1020,7 @@ impl GpuJoiner {
             self.stats.graph_spans += c.graph_spans;
             self.stats.barriers_untimed += c.barriers_untimed;
             self.stats.other_packets += c.other_packets;
+            self.stats.copies_untimed += c.copies_untimed;
         }
     }
 }
@@ -1097,8 +1102,8 @@ pub fn gpu_source_text(source: Option<Source>, captures: u32) -> String {
     if !no.is_empty() {
         t.push_str("; not captured: ");
         t.push_str(&no.join(", "));
-        if source == Some(Source::Hsa) && !has(agent::CAP_GRAPH_NODES) {
-            t.push_str(" (opt in: RTL_AGENT_HSA_BATCHES=1)");
+        if matches!(source, Some(Source::Hsa | Source::Cupti)) && !has(agent::CAP_GRAPH_NODES) {
+            t.push_str(" (opt in: run --graph-nodes)");
         }
     }
     t
@@ -1266,7 +1271,7 @@ mod tests {
         assert_eq!(
             gpu_source_text(Some(Source::Hsa), hsa),
             "HSA capture (stock ROCm): kernels, copies, memsets, barriers, graph spans (blit-kernel copies named as copies); \
-             not captured: graph nodes one by one (opt in: RTL_AGENT_HSA_BATCHES=1)"
+             not captured: graph nodes one by one (opt in: run --graph-nodes)"
         );
         assert_eq!(
             gpu_source_text(Some(Source::Hsa), hsa | agent::CAP_GRAPH_NODES),
@@ -1280,6 +1285,10 @@ mod tests {
             "hipProfiler*Ext (HIP CLR): kernels, copies, memsets, barriers, graph nodes"
         );
         assert_eq!(gpu_source_text(Some(Source::Hsa), 0), "HSA capture (stock ROCm)");
+        assert_eq!(
+            gpu_source_text(Some(Source::Cupti), agent::CAP_KERNELS | agent::CAP_COPIES | agent::CAP_MEMSETS | agent::CAP_GRAPH_SPANS),
+            "CUPTI: kernels, copies, memsets, graph spans; not captured: barriers, graph nodes one by one (opt in: run --graph-nodes)"
+        );
         assert!(!status_text(Some(Status::ApiMissing), 0, true).contains("--gpu hsa"), "no advice to use what is on");
         assert!(status_text(Some(Status::ApiMissing), 0, false).contains("--gpu hsa"));
     }

@@ -131,7 +131,9 @@ impl Session {
         // `run`: start the command now that the probes are in place.
         let child = match &mode {
             Mode::Run(cmd) => {
-                Some(child::start(cmd, agent.as_deref(), &opts.gpu, opts.runtime, run_as.as_ref(), |pid| probes.trace_pid(pid))?)
+                Some(child::start(cmd, agent.as_deref(), &opts.gpu, opts.graph_nodes, opts.runtime, run_as.as_ref(), |pid| {
+                    probes.trace_pid(pid)
+                })?)
             }
             _ => None,
         };

@@ -17,11 +17,12 @@ pub(super) fn start(
     cmd: &[String],
     agent: Option<&Path>,
     gpu: &str,
+    graph_nodes: bool,
     runtime: Runtime,
     run_as: Option<&RunAs>,
     ready: impl FnOnce(u32) -> Result<()>,
 ) -> Result<libc::pid_t> {
-    let env = child_env(agent, gpu, runtime, run_as);
+    let env = child_env(agent, gpu, graph_nodes, runtime, run_as);
     let c = spawn_held(cmd, &env, run_as)?;
     let pid = c.pid;
     ready(pid as u32)?;
@@ -32,8 +33,8 @@ pub(super) fn start(
 }
 
 /// The command's environment: ours, with the agent appended to LD_PRELOAD (never replacing what
-/// the user set) and the GPU source chosen.
-fn child_env(agent: Option<&Path>, gpu: &str, runtime: Runtime, run_as: Option<&RunAs>) -> Vec<CString> {
+/// the user set), the GPU source chosen and, with `--graph-nodes`, every graph node timed.
+fn child_env(agent: Option<&Path>, gpu: &str, graph_nodes: bool, runtime: Runtime, run_as: Option<&RunAs>) -> Vec<CString> {
     let mut vars: Vec<(String, String)> = std::env::vars().collect();
     if let Some(u) = run_as {
         for (k, v) in u.env() {
@@ -50,6 +51,10 @@ fn child_env(agent: Option<&Path>, gpu: &str, runtime: Runtime, run_as: Option<&
             vars.push((k.to_string(), new));
         };
         set(&mut vars, "LD_PRELOAD", ':');
+        if graph_nodes {
+            vars.retain(|(n, _)| n != "RTL_AGENT_GRAPH_NODES");
+            vars.push(("RTL_AGENT_GRAPH_NODES".into(), "1".into()));
+        }
         if runtime == Runtime::Cuda {
             // CUDA: the driver calls the agent's InitializeInjection inside cuInit (CUDA processes
             // only); LD_PRELOAD above gives it the exit-path flushes. One injection library only:
