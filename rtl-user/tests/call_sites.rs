@@ -178,3 +178,37 @@ fn whole_stacks_without_frame_pointers_need_eh_frame() {
     let fp_built = stack_of_a(&Connection::open(&db3).unwrap());
     assert!(fp_built.starts_with("A <- run_round <- main"), "{fp_built}");
 }
+
+/// The readers: `summary` ranks launch sites by GPU time (replayed nodes at G), Perfetto API
+/// slices carry their stack.
+#[test]
+fn readers_show_sites() {
+    let (d, db) = trace("call_sites", "dwarf");
+    let out = rtl_run(&["summary", "--json", db.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let sites: BTreeMap<String, (i64, i64)> = v["launch_sites"]
+        .as_array()
+        .expect("launch_sites")
+        .iter()
+        .map(|s| (s["site"].as_str().unwrap().to_string(), (s["gpu_ops"].as_i64().unwrap(), s["replayed_nodes"].as_i64().unwrap())))
+        .collect();
+    let r = REPS as i64;
+    let want: BTreeMap<String, (i64, i64)> =
+        [("A()", (r, 0)), ("B()", (2 * r, 0)), ("C()", (2 * r, 0)), ("G()", (4 * REPLAYS as i64, 4 * REPLAYS as i64))]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+    assert_eq!(sites, want, "site -> (GPU ops, of them replayed nodes)");
+    let json = d.path().join("t.json");
+    let out = rtl_run(&["convert", db.to_str().unwrap(), "-o", json.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let events = v["traceEvents"].as_array().or_else(|| v.as_array()).expect("trace events");
+    let stacks: Vec<&str> =
+        events.iter().filter(|e| e["name"] == "hipGraphLaunch" && e["ph"] == "X").filter_map(|e| e["args"]["stack"].as_str()).collect();
+    assert_eq!(stacks.len(), REPLAYS, "every graph launch slice carries its stack");
+    for s in stacks {
+        assert!(s.starts_with("replay(hipGraphExec*, int) (call_sites)\nmain (call_sites)"), "{s}");
+    }
+}

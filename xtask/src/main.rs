@@ -12,6 +12,7 @@
 //! | `container` | dist, then builds docker/Dockerfile (the .deb in Debian 12, base image made locally) with podman and traces the demo inside it |
 
 mod bench;
+mod bench_stacks;
 mod container;
 mod dist;
 mod dist_check;

@@ -22,6 +22,7 @@ impl Summary {
                 "kernels_left_out": self.ops_total_names - self.ops.len(),
                 "markers": self.markers, "api_op_links": self.links,
             },
+            "launch_sites": self.launch_sites.iter().map(|l| l.to_json()).collect::<Vec<_>>(),
             "kernels": self.ops.iter().map(|o| {
                 let mut v = stat(&o.stat);
                 v["name"] = json!(o.name);
