@@ -105,7 +105,7 @@ CREATE TABLE IF NOT EXISTS rtl_stack (
     site_frame_id INTEGER REFERENCES rtl_frame(id), truncated INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS rtl_stack_frame (
     stack_id INTEGER NOT NULL REFERENCES rtl_stack(id), depth INTEGER NOT NULL,
-    frame_id INTEGER NOT NULL REFERENCES rtl_frame(id), PRIMARY KEY (stack_id, depth)) WITHOUT ROWID;
+    frame_id INTEGER NOT NULL REFERENCES rtl_frame(id), PRIMARY KEY (stack_id, depth));
 -- The stack of each call that recorded one.
 CREATE TABLE IF NOT EXISTS rtl_api_stack (
     api_id INTEGER PRIMARY KEY REFERENCES rocpd_api(id), stack_id INTEGER NOT NULL REFERENCES rtl_stack(id));
@@ -115,7 +115,7 @@ CREATE TABLE IF NOT EXISTS rtl_capture (
     begin_api_id INTEGER NOT NULL, end_api_id INTEGER NOT NULL, graph INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS rtl_capture_call (
     capture_id INTEGER NOT NULL REFERENCES rtl_capture(id), node INTEGER NOT NULL,
-    api_id INTEGER NOT NULL REFERENCES rocpd_api(id), PRIMARY KEY (capture_id, node)) WITHOUT ROWID;
+    api_id INTEGER NOT NULL REFERENCES rocpd_api(id), PRIMARY KEY (capture_id, node));
 -- Each graph launch whose executable graph came from a traced capture.
 CREATE TABLE IF NOT EXISTS rtl_graph_launch (
     api_id INTEGER PRIMARY KEY REFERENCES rocpd_api(id), capture_id INTEGER NOT NULL REFERENCES rtl_capture(id));
