@@ -9,7 +9,7 @@ impl Summary {
     /// The `--json` document.
     pub fn to_json(&self) -> Value {
         let stat = |s: &Stat| json!({"calls": s.count, "total_ns": s.sum, "mean_ns": s.mean(), "min_ns": s.min, "max_ns": s.max});
-        json!({
+        let mut doc = json!({
             "trace": self.source,
             "metadata": self.metadata.iter().map(|(k, v)| (k.clone(), meta_value(k, v))).collect::<serde_json::Map<_, _>>(),
             "complete": self.incomplete.is_empty(),
@@ -22,7 +22,6 @@ impl Summary {
                 "kernels_left_out": self.ops_total_names - self.ops.len(),
                 "markers": self.markers, "api_op_links": self.links,
             },
-            "launch_sites": self.launch_sites.iter().map(|l| l.to_json()).collect::<Vec<_>>(),
             "kernels": self.ops.iter().map(|o| {
                 let mut v = stat(&o.stat);
                 v["name"] = json!(o.name);
@@ -71,6 +70,11 @@ impl Summary {
                     "api": e.api, "ret": e.code, "error": e.code_name, "calls": e.count,
                 })).collect::<Vec<_>>(),
             },
-        })
+        });
+        // Only traces made with --stacks have launch sites (the key is absent otherwise).
+        if !self.launch_sites.is_empty() {
+            doc["launch_sites"] = Value::Array(self.launch_sites.iter().map(|l| l.to_json()).collect());
+        }
+        doc
     }
 }
