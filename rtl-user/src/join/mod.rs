@@ -233,7 +233,7 @@ impl Joiner {
                 // The image changed: its kernel registrations are gone, its command line is new.
                 self.kernel_names.forget(pid);
                 self.gpu.forget_process(pid);
-                self.stacks.forget(pid);
+                self.stacks.exec(pid, h.ts_ns);
                 self.captures.forget(pid);
                 // What it runs now, as the kernel saw it at the exec (the process may be gone
                 // before /proc could be read).

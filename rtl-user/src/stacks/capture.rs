@@ -269,6 +269,7 @@ mod tests {
                 correlation_id: 11,
                 api_id: Some(11),
                 link: None,
+                pid: Some(7),
                 node,
                 site_api_id: None,
             })

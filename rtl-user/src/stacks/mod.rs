@@ -59,7 +59,9 @@ enum FrameKey {
 
 pub struct StackRecorder {
     modules: HashMap<(u64, u64), Arc<Module>>,
-    spaces: HashMap<u32, Arc<AddressSpace>>,
+    /// Per process: its address space and when it was read (CLOCK_MONOTONIC ns, the probes'
+    /// clock).
+    spaces: HashMap<u32, (Arc<AddressSpace>, u64)>,
     cache: Box<CacheX86_64>,
     frames: HashMap<FrameKey, (i64, bool)>,
     /// Stack by a 128-bit hash of its frame ids (the ids themselves are in the rows written).
@@ -116,21 +118,31 @@ impl StackRecorder {
         if self.spaces.len() >= MAX_SPACES && !self.spaces.contains_key(&maps.pid) {
             return;
         }
-        self.spaces.insert(maps.pid, Arc::new(AddressSpace::new(mappings)));
+        self.spaces.insert(maps.pid, (Arc::new(AddressSpace::new(mappings)), monotonic_ns()));
     }
 
     /// A forked child maps what its parent mapped.
     pub fn fork(&mut self, parent: u32, child: u32) {
         if let Some(s) = self.spaces.get(&parent).cloned() {
-            if self.spaces.len() < MAX_SPACES {
+            if self.spaces.len() < MAX_SPACES && !self.spaces.contains_key(&child) {
                 self.spaces.insert(child, s);
             }
         }
     }
 
-    /// The process's image changed (exec) or it is gone.
+    /// The process is gone.
     pub fn forget(&mut self, pid: u32) {
         self.spaces.remove(&pid);
+        self.last_enter.retain(|k, _| (k >> 32) as u32 != pid);
+    }
+
+    /// The process called exec at `ts`: what was read of its old image goes. Mappings read after
+    /// the exec (loader stops are handled ahead of the backlog, so they are often read before
+    /// the exec record is decoded) are the new image's and stay.
+    pub fn exec(&mut self, pid: u32, ts: u64) {
+        if self.spaces.get(&pid).is_some_and(|&(_, read_at)| read_at < ts) {
+            self.spaces.remove(&pid);
+        }
         self.last_enter.retain(|k, _| (k >> 32) as u32 != pid);
     }
 
@@ -162,7 +174,7 @@ impl StackRecorder {
             return;
         }
         let pid = (pid_tgid >> 32) as u32;
-        let space = self.spaces.get(&pid).cloned();
+        let space = self.spaces.get(&pid).map(|(s, _)| s.clone());
         if space.is_none() {
             self.stats.unknown_process += 1;
         }
@@ -300,4 +312,12 @@ pub fn records_stack(spec: &crate::probe::apis::ApiSpec) -> bool {
             | "cudaGraphInstantiate"
             | "cudaGraphInstantiateWithFlags"
     )
+}
+
+/// CLOCK_MONOTONIC now, in ns (what `bpf_ktime_get_ns` reads).
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: a valid out-pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
