@@ -5,7 +5,7 @@
 //! `call_sites` is built without frame pointers (the `.eh_frame` route must be right there);
 //! `call_sites_fp` with them (where the frame-pointer route is right too).
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 
