@@ -40,6 +40,11 @@ pub enum EventKind {
     /// mapped yet (a probe cannot fault pages in). The callee has read the string by then (HIP
     /// copies kernel names and marker texts), so it is mapped. Written before the [`ApiExit`].
     StringLate = 11,
+    /// The user stack at the entry of a probed API whose cookie asks for it
+    /// ([`cookie::USER_STACK`]): a [`UserStackHead`] followed by `len` bytes (frame addresses or a
+    /// copy of the stack, by `mode`). Written right after the call's entry record, by the same
+    /// thread.
+    UserStack = 12,
 }
 
 impl EventKind {
@@ -56,6 +61,7 @@ impl EventKind {
             9 => Self::ExecKill,
             10 => Self::ApiEnterShort,
             11 => Self::StringLate,
+            12 => Self::UserStack,
             _ => return None,
         })
     }
@@ -201,10 +207,37 @@ pub struct AgentBatch {
     pub data: [u8; AGENT_BATCH_MAX],
 }
 
+/// [`UserStackHead::mode`]: the frame addresses `bpf_get_stack(BPF_F_USER_STACK)` found by
+/// walking frame pointers (`data` is `len / 8` addresses, innermost first).
+pub const STACK_MODE_FRAME_POINTERS: u32 = 1;
+/// [`UserStackHead::mode`]: `len` bytes of the user stack from `sp` up, copied as they are, to be
+/// unwound in user space from the binaries' `.eh_frame`.
+pub const STACK_MODE_COPY: u32 = 2;
+/// Most bytes of user stack one [`EventKind::UserStack`] record carries.
+pub const STACK_COPY_MAX: usize = 16384;
+
+/// The head of an [`EventKind::UserStack`] record; `len` bytes of data follow it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct UserStackHead {
+    pub hdr: EventHeader,
+    /// [`STACK_MODE_FRAME_POINTERS`] or [`STACK_MODE_COPY`].
+    pub mode: u32,
+    /// Bytes of data after the head.
+    pub len: u32,
+    /// Registers at the probe (the entry of the probed function): rip, rsp, rbp.
+    pub ip: u64,
+    pub sp: u64,
+    pub bp: u64,
+    /// The return address at `*sp` (the caller), 0 if unreadable.
+    pub ret_addr: u64,
+}
+
 /// The uprobe cookie: how one generic entry program knows what it is probing.
 ///
 /// Bits 0..16: API index. Bits 16..24: stack words to copy. Bits 24..28: 1 + index of a
 /// string argument (0: none). Bits 28..32: 1 + index of an output-pointer argument (0: none).
+/// Bit 32: record the user stack ([`USER_STACK`](cookie::USER_STACK)).
 pub mod cookie {
     pub const API_MASK: u64 = 0xffff;
     pub const STACK_SHIFT: u64 = 16;
@@ -212,6 +245,8 @@ pub mod cookie {
     pub const STRING_SHIFT: u64 = 24;
     pub const OUT_SHIFT: u64 = 28;
     pub const NIBBLE: u64 = 0xf;
+    /// Record the caller's user stack at this API's entry (an [`EventKind::UserStack`](super::EventKind::UserStack) record).
+    pub const USER_STACK: u64 = 1 << 32;
 
     pub const fn make(api_id: u16, stack_words: u8, string_arg: Option<u8>, out_arg: Option<u8>) -> u64 {
         let s = match string_arg {
@@ -265,7 +300,13 @@ pub mod config {
     pub const PID_LEVEL_OFF: u32 = 16;
     pub const PID_NUMBERS_OFF: u32 = 17;
     pub const UPID_SIZE: u32 = 18;
-    pub const LEN: u32 = 19;
+    /// How user stacks are taken where the cookie asks for one: 0 not at all,
+    /// [`STACK_MODE_FRAME_POINTERS`](super::STACK_MODE_FRAME_POINTERS) or
+    /// [`STACK_MODE_COPY`](super::STACK_MODE_COPY).
+    pub const STACK_MODE: u32 = 19;
+    /// Bytes of user stack to copy (mode copy), at most [`STACK_COPY_MAX`](super::STACK_COPY_MAX).
+    pub const STACK_BYTES: u32 = 20;
+    pub const LEN: u32 = 21;
 }
 
 /// Slots of the per-CPU `COUNTERS` array map.
@@ -291,7 +332,9 @@ pub mod counter {
     /// String arguments unreadable at entry and at return (or not remembered: map full): the
     /// call is in the trace with an empty text.
     pub const STRINGS_LOST: u32 = 8;
-    pub const LEN: u32 = 9;
+    /// User stacks not recorded: the ring buffer was full, or the stack could not be read.
+    pub const STACKS_LOST: u32 = 9;
+    pub const LEN: u32 = 10;
 }
 
 /// Offsets in glibc's (and musl's) `struct r_debug` and `struct link_map` on x86-64

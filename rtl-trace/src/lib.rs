@@ -16,5 +16,6 @@ pub mod migrate;
 pub mod read;
 pub mod rows;
 pub mod schema;
+pub mod sites;
 pub mod term;
 pub mod writer;

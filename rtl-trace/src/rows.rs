@@ -116,6 +116,10 @@ pub struct OpRow {
     pub link: Option<LinkKind>,
     /// GPU ops: the process that published the op (the pid the probe saw, `rtl_op.pid`).
     pub pid: Option<u32>,
+    /// A node of a graph launch: its index in the launch (the GPU source's op index).
+    pub node: Option<u32>,
+    /// A replayed node: the call that created it during stream capture (`rtl_op_site`).
+    pub site_api_id: Option<i64>,
 }
 
 /// `rtl_process`.
@@ -147,4 +151,6 @@ pub enum Row {
     Op(OpRow),
     Process(ProcessRow),
     Meta(MetaRow),
+    /// Call sites and captures (`stacks/`).
+    Site(crate::sites::SiteRow),
 }

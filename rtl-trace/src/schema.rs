@@ -12,7 +12,9 @@ pub const RPD_SCHEMA_VERSION: &str = "3";
 /// 2: `rtl_api_meaning` (what `ret` and `a0..a3` hold, per API), non-error returns stored by kind.
 /// 3: `rtl_op` (how each GPU op was linked to its API call).
 /// 4: `rtl_op.pid` (the process that published the op, as the probe saw it).
-pub const RTL_SCHEMA_VERSION: i64 = 4;
+/// 5: call sites (`rtl_frame`, `rtl_stack`, `rtl_stack_frame`, `rtl_api_stack`) and graph
+///    captures (`rtl_capture`, `rtl_capture_call`, `rtl_graph_launch`, `rtl_op_site`).
+pub const RTL_SCHEMA_VERSION: i64 = 5;
 
 /// Tables. Written so that running it on an existing file is harmless (IF NOT EXISTS).
 pub const TABLES: &str = r#"
@@ -90,6 +92,36 @@ CREATE TABLE IF NOT EXISTS rtl_op (
 CREATE TABLE IF NOT EXISTS rtl_process (
     pid INTEGER PRIMARY KEY, ppid INTEGER, exe TEXT, cmdline TEXT,
     first_ns INTEGER, last_ns INTEGER, exited INTEGER NOT NULL DEFAULT 0);
+-- Call sites (--stacks; docs/trace-format.md). One row per distinct frame: a code address in a
+-- file (module, its ELF address) or, outside any known mapping, an absolute address (module '').
+--   symbol: the demangled function (NULL: none covers it); runtime: 1 in a GPU runtime library
+CREATE TABLE IF NOT EXISTS rtl_frame (
+    id INTEGER PRIMARY KEY, module TEXT NOT NULL, address INTEGER NOT NULL,
+    symbol TEXT, symbol_offset INTEGER, runtime INTEGER NOT NULL DEFAULT 0);
+-- One row per distinct stack; its frames innermost first in rtl_stack_frame. site_frame_id: the
+-- innermost frame of user code (not a runtime library, not a compiler's kernel launch stub).
+CREATE TABLE IF NOT EXISTS rtl_stack (
+    id INTEGER PRIMARY KEY, depth INTEGER NOT NULL,
+    site_frame_id INTEGER REFERENCES rtl_frame(id), truncated INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS rtl_stack_frame (
+    stack_id INTEGER NOT NULL REFERENCES rtl_stack(id), depth INTEGER NOT NULL,
+    frame_id INTEGER NOT NULL REFERENCES rtl_frame(id), PRIMARY KEY (stack_id, depth));
+-- The stack of each call that recorded one.
+CREATE TABLE IF NOT EXISTS rtl_api_stack (
+    api_id INTEGER PRIMARY KEY REFERENCES rocpd_api(id), stack_id INTEGER NOT NULL REFERENCES rtl_stack(id));
+-- Stream captures (Begin..EndCapture) and the calls captured into their graph, in node order.
+CREATE TABLE IF NOT EXISTS rtl_capture (
+    id INTEGER PRIMARY KEY, pid INTEGER NOT NULL, stream INTEGER NOT NULL,
+    begin_api_id INTEGER NOT NULL, end_api_id INTEGER NOT NULL, graph INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS rtl_capture_call (
+    capture_id INTEGER NOT NULL REFERENCES rtl_capture(id), node INTEGER NOT NULL,
+    api_id INTEGER NOT NULL REFERENCES rocpd_api(id), PRIMARY KEY (capture_id, node));
+-- Each graph launch whose executable graph came from a traced capture.
+CREATE TABLE IF NOT EXISTS rtl_graph_launch (
+    api_id INTEGER PRIMARY KEY REFERENCES rocpd_api(id), capture_id INTEGER NOT NULL REFERENCES rtl_capture(id));
+-- A replayed graph node's GPU op -> the call that created the node during capture.
+CREATE TABLE IF NOT EXISTS rtl_op_site (
+    op_id INTEGER PRIMARY KEY REFERENCES rocpd_op(id), api_id INTEGER NOT NULL REFERENCES rocpd_api(id));
 -- Libraries probes were attached to.
 CREATE TABLE IF NOT EXISTS rtl_library (
     id INTEGER PRIMARY KEY AUTOINCREMENT, path TEXT NOT NULL, dev INTEGER NOT NULL,

@@ -398,6 +398,10 @@ impl TraceWriter {
                                     tx.prepare_cached("INSERT INTO rtl_op (op_id, link, pid) VALUES (?1, ?2, ?3)")?
                                         .execute(params![op_id, link as i64, o.pid])?;
                                 }
+                                if let Some(site) = o.site_api_id {
+                                    tx.prepare_cached("INSERT INTO rtl_op_site (op_id, api_id) VALUES (?1, ?2)")?
+                                        .execute(params![op_id, site])?;
+                                }
                                 ops += 1;
                             }
                             Row::Process(p) => {
@@ -411,6 +415,7 @@ impl TraceWriter {
                                 tx.prepare_cached("INSERT INTO rocpd_metadata (tag, value) VALUES (?1, ?2)")?
                                     .execute(params![m.tag, m.value])?;
                             }
+                            Row::Site(s) => super::sites::write(&tx, s)?,
                             Row::Api(_) | Row::RtlApi(_) => unreachable!("handled above"),
                         }
                     }

@@ -258,6 +258,20 @@ pub struct TraceOpts {
     #[arg(long)]
     pub graph_nodes: bool,
 
+    /// Call sites: record the user stack at kernel launches, graph launches, copies, memsets
+    /// and stream-capture calls. `dwarf`: the probe copies the top of the stack
+    /// (--stack-bytes) and the collector unwinds it from the binaries' .eh_frame (right for
+    /// code built without frame pointers); `fp`: the kernel walks frame pointers (cheaper, wrong
+    /// past any caller built without them); `off`. Stacks go to rtl_stack / rtl_frame
+    /// (docs/trace-format.md).
+    #[arg(long, value_enum, default_value_t = StackMode::Off, value_name = "MODE")]
+    pub stacks: StackMode,
+
+    /// Bytes of user stack `--stacks dwarf` copies per call (at most 16384): deeper frames are
+    /// cut (rtl_stack.truncated).
+    #[arg(long, default_value_t = 8192, value_name = "BYTES", value_parser = clap::value_parser!(u32).range(64..=16384))]
+    pub stack_bytes: u32,
+
     /// `attach --keep-waiting` (set by the subcommand).
     #[arg(skip)]
     pub keep_waiting: bool,
@@ -295,4 +309,23 @@ fn parse_buffer(s: &str) -> Result<u32, String> {
         return Err(format!("--buffer-mb must be a power of two between 1 and 2048, got {s}"));
     }
     Ok(v)
+}
+
+/// `--stacks`.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StackMode {
+    Off,
+    Dwarf,
+    Fp,
+}
+
+impl StackMode {
+    /// The probe's `config::STACK_MODE` value.
+    pub fn probe_mode(self) -> u32 {
+        match self {
+            Self::Off => 0,
+            Self::Dwarf => rtl_common::STACK_MODE_COPY,
+            Self::Fp => rtl_common::STACK_MODE_FRAME_POINTERS,
+        }
+    }
 }

@@ -15,6 +15,7 @@ pub mod read;
 pub mod report;
 pub mod run_as;
 pub mod session;
+pub mod stacks;
 pub mod trace;
 
 // The exit-code categories and terminal escaping are shared with the trace readers (rtl-trace).

@@ -48,6 +48,8 @@ fn rows() -> Vec<Row> {
             api_id: Some(id),
             link: Some(LinkKind::Correlation),
             pid: Some(4242),
+            node: None,
+            site_api_id: None,
         }));
     }
     v.push(Row::Op(OpRow {
@@ -62,6 +64,8 @@ fn rows() -> Vec<Row> {
         api_id: Some(1),
         link: None,
         pid: None,
+        node: None,
+        site_api_id: None,
     }));
     v
 }

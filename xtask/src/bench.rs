@@ -28,8 +28,8 @@ use crate::util::{cmd, root};
 /// The traced workload and the tracers run on different CPUs, so the figure is what the
 /// probes cost the traced thread, not CPU time the collector's own work steals from it on a
 /// 2-core machine (that is reported by the `collector` bench as CPU %).
-const WORKLOAD_CPU: &str = "0";
-const TRACER_CPU: &str = "1";
+pub(crate) const WORKLOAD_CPU: &str = "0";
+pub(crate) const TRACER_CPU: &str = "1";
 
 const HIP: &str = "/usr/lib/x86_64-linux-gnu/libamdhip64.so.5";
 
@@ -43,6 +43,9 @@ pub fn run(rest: &[String]) -> Result<()> {
     }
     if matches!(which, "all" | "probe-cost") {
         probe_cost()?;
+    }
+    if matches!(which, "all" | "stack-cost") {
+        crate::bench_stacks::stack_cost()?;
     }
     if matches!(which, "all" | "collector") {
         collector()?;
@@ -62,8 +65,10 @@ pub fn run(rest: &[String]) -> Result<()> {
     Ok(())
 }
 
-fn bin() -> PathBuf {
-    root().join("target/release/rtl-ebpf")
+/// The collector binary: this tree's, or `RTL_BENCH_BIN` (to measure another build, e.g. the
+/// one before a change, with the same harness).
+pub(crate) fn bin() -> PathBuf {
+    std::env::var_os("RTL_BENCH_BIN").map(PathBuf::from).unwrap_or_else(|| root().join("target/release/rtl-ebpf"))
 }
 
 fn hot_loop() -> PathBuf {
@@ -71,7 +76,7 @@ fn hot_loop() -> PathBuf {
 }
 
 /// Starts a tracer and waits until its output contains `ready`.
-fn start_until(mut c: Command, ready: &str, from_stdout: bool) -> Result<Child> {
+pub(crate) fn start_until(mut c: Command, ready: &str, from_stdout: bool) -> Result<Child> {
     if from_stdout {
         c.stdout(Stdio::piped()).stderr(Stdio::null());
     } else {
@@ -103,7 +108,7 @@ fn start_until(mut c: Command, ready: &str, from_stdout: bool) -> Result<Child> 
     Ok(child)
 }
 
-fn stop(child: &mut Child) -> Result<()> {
+pub(crate) fn stop(child: &mut Child) -> Result<()> {
     // SAFETY: signalling our own child.
     unsafe { libc_kill(child.id() as i32, 2) };
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -122,14 +127,14 @@ extern "C" {
     fn libc_kill(pid: i32, sig: i32) -> i32;
 }
 
-fn median(v: &mut [f64]) -> f64 {
+pub(crate) fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
 }
 
 /// Builds the probe-cost target (a library exporting `hipBenchTarget`, which starts with
 /// `push %rbp` like every libamdhip64 entry point) and its driver loop.
-fn bench_target() -> Result<(PathBuf, PathBuf)> {
+pub(crate) fn bench_target() -> Result<(PathBuf, PathBuf)> {
     let dir = root().join("target/bench");
     std::fs::create_dir_all(&dir)?;
     let lib = dir.join("librtlbench.so");
@@ -194,7 +199,7 @@ mod serde_like {
 
 /// Sum of (run_time_ns, run_cnt) over the kprobe-type programs among `ids` named one of
 /// `names` (any name when empty): one tracer's, where other sessions run the same programs.
-fn prog_stats_of(ids: &[u64], names: &[&str]) -> Result<(u64, u64)> {
+pub(crate) fn prog_stats_of(ids: &[u64], names: &[&str]) -> Result<(u64, u64)> {
     let out = cmd("bpftool").args(["-j", "prog", "show"]).output()?;
     let (mut t, mut n) = (0, 0);
     for p in serde_like::parse(&out) {
@@ -345,7 +350,7 @@ fn attach() -> Result<()> {
 /// The ids of the eBPF programs a process holds (its program and link fds' `prog_id`): on a
 /// machine where other sessions of rtl-ebpf come and go, only these say when *this* session's
 /// probes are gone.
-fn prog_ids_of(pid: u32) -> Vec<u64> {
+pub(crate) fn prog_ids_of(pid: u32) -> Vec<u64> {
     let mut ids = Vec::new();
     let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/fdinfo")) else { return ids };
     for e in dir.flatten() {
@@ -372,7 +377,7 @@ fn still_loaded(ids: &[u64]) -> Result<usize> {
 
 /// Seconds until none of `ids` is loaded (links gone: a program stays loaded while any link
 /// holds it).
-fn time_until_unloaded(ids: &[u64], since: Instant, limit: Duration) -> Result<f64> {
+pub(crate) fn time_until_unloaded(ids: &[u64], since: Instant, limit: Duration) -> Result<f64> {
     while since.elapsed() < limit {
         if still_loaded(ids)? == 0 {
             return Ok(since.elapsed().as_secs_f64());

@@ -13,6 +13,7 @@
 
 mod bench;
 mod bench_hsa;
+mod bench_stacks;
 mod container;
 mod dist;
 mod dist_check;

@@ -22,6 +22,7 @@ mod open;
 mod perfetto_json;
 mod perfetto_proto;
 mod rocpd_sdk;
+pub mod sites;
 mod summary;
 mod timeline;
 

@@ -20,6 +20,8 @@ pub enum Event {
     Fork(EventHeader, u32),
     /// Bytes the agent published (only the copied part) and the length it asked for.
     Agent(EventHeader, Vec<u8>, u32),
+    /// A user stack at an API's entry: the head and its data (`len` bytes, checked).
+    UserStack(rtl_common::UserStackHead, Vec<u8>),
 }
 
 /// What an exec record says about the new image (empty strings where the kernel could not read).
@@ -106,6 +108,10 @@ pub fn decode(b: &[u8]) -> Result<Event, DecodeError> {
             let copied: u32 = read(&b[std::mem::offset_of!(AgentBatch, copied)..]).ok_or_else(wrong)?;
             let copied = (copied as usize).min(b.len() - head).min(rtl_common::AGENT_BATCH_MAX);
             Event::Agent(hdr, b[head..head + copied].to_vec(), len)
+        }
+        EventKind::UserStack => {
+            let (head, data) = crate::collect::stack_record::decode(b).ok_or_else(wrong)?;
+            Event::UserStack(head, data)
         }
     })
 }

@@ -2,3 +2,4 @@
 pub mod decode;
 pub mod loader_stops;
 pub mod spool;
+pub mod stack_record;

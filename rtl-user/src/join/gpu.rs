@@ -970,6 +970,8 @@ impl GpuJoiner {
             api_id,
             link: Some(link),
             pid: Some(pid),
+            node: (op.flags & rtl_common::agent::OP_IS_GRAPH != 0).then_some(op.op_index),
+            site_api_id: None,
         }
     }
 

@@ -30,6 +30,8 @@ fn op(tid: u32, start: u64, end: u64, text: String, api_id: i64) -> OpRow {
         api_id: Some(api_id),
         link: None,
         pid: None,
+        node: None,
+        site_api_id: None,
     }
 }
 

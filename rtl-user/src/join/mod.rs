@@ -66,6 +66,13 @@ pub struct Joiner {
     calls: Vec<Call>,
     deferred: Vec<Row>,
     pub gpu: gpu::GpuJoiner,
+    /// Call sites (`--stacks`) and graph captures.
+    pub stacks: crate::stacks::StackRecorder,
+    pub captures: crate::stacks::capture::CaptureTracker,
+    /// Per api id: its calls record the user stack.
+    stack_apis: Vec<bool>,
+    /// `--stacks` is on.
+    pub stacks_on: bool,
 }
 
 impl Joiner {
@@ -89,6 +96,10 @@ impl Joiner {
             last_ts: 0,
             calls: Vec::new(),
             deferred: Vec::new(),
+            stacks: Default::default(),
+            captures: Default::default(),
+            stack_apis: Vec::new(),
+            stacks_on: false,
         }
     }
 
@@ -98,6 +109,7 @@ impl Joiner {
             self.names.push(Arc::from(e.name.as_str()));
             self.specs.push(e.spec);
             self.described.push(false);
+            self.stack_apis.push(crate::stacks::records_stack(&e.spec));
         }
     }
 
@@ -152,6 +164,7 @@ impl Joiner {
         m.extend(self.gpu.stats.metadata());
         m.extend(strings::names_metadata(strings::agent_pool().counters(), self.kernel_names.counters()));
         m.extend(self.proc_info.stats.metadata());
+        m.extend(self.stacks.meta());
         m
     }
 
@@ -162,11 +175,18 @@ impl Joiner {
                 self.saw_process(e.hdr.pid_tgid, e.hdr.ts_ns, out);
                 let id = self.pairer.enter(&e, None);
                 self.gpu_entered(&e, id);
+                self.stack_entered(&e, id);
             }
             Event::StringEnter(e, text) => {
                 self.saw_process(e.hdr.pid_tgid, e.hdr.ts_ns, out);
                 let id = self.pairer.enter(&e, Some(text));
                 self.gpu_entered(&e, id);
+                self.stack_entered(&e, id);
+            }
+            Event::UserStack(head, data) => {
+                let mut site_rows = Vec::new();
+                self.stacks.on_record(&head, &data, &mut site_rows);
+                out.extend(site_rows.into_iter().map(Row::Site));
             }
             Event::StringLate(h, text) => self.pairer.late_text(h.pid_tgid, h.api_id, text),
             Event::Exit(x) => {
@@ -182,6 +202,7 @@ impl Joiner {
                 self.pairer.close_thread(h.pid_tgid, h.ts_ns, CallStatus::ThreadExited, &mut calls);
                 self.emit(&mut calls, out);
                 self.calls = calls;
+                self.stacks.thread_exited(h.pid_tgid);
                 let (pid, tid) = ((h.pid_tgid >> 32) as u32, h.pid_tgid as u32);
                 if pid == tid {
                     // Its final row now; nothing of it is kept (a process table that only grows
@@ -212,6 +233,8 @@ impl Joiner {
                 // The image changed: its kernel registrations are gone, its command line is new.
                 self.kernel_names.forget(pid);
                 self.gpu.forget_process(pid);
+                self.stacks.exec(pid, h.ts_ns);
+                self.captures.forget(pid);
                 // What it runs now, as the kernel saw it at the exec (the process may be gone
                 // before /proc could be read).
                 let info = proc_info::ProcInfo {
@@ -236,6 +259,7 @@ impl Joiner {
                 // A forked child inherits its parent's registered kernels (same addresses): it
                 // shares the parent's table until it registers one of its own.
                 self.kernel_names.fork(parent, child);
+                self.stacks.fork(parent, child);
             }
             Event::Agent(h, data, len) => {
                 self.stats.agent_batches += 1;
@@ -244,7 +268,9 @@ impl Joiner {
                 self.gpu.advance(self.last_ts);
                 let pairer = &mut self.pairer;
                 let publisher = gpu::Publisher { pid, ns_pid: h.api_id };
+                let from = out.len();
                 self.gpu.on_batch(publisher, &data, len, h.ts_ns, &mut || pairer.alloc_id(), out);
+                self.captures.annotate(&mut out[from..]);
             }
         }
     }
@@ -256,6 +282,37 @@ impl Joiner {
         if spec.gpu_work {
             let pid = (e.hdr.pid_tgid >> 32) as u32;
             self.gpu.call_entered(pid, gpu::thread_hash_of(e.fsbase), name, id, e.hdr.ts_ns);
+        }
+    }
+
+    /// A call whose API records stacks entered: its stack record comes next on this thread.
+    fn stack_entered(&mut self, e: &rtl_common::ApiEnter, id: i64) {
+        if self.stacks_on && self.stack_apis.get(e.hdr.api_id as usize).copied().unwrap_or(false) {
+            self.stacks.entered(e.hdr.pid_tgid, id, e.hdr.api_id);
+        }
+    }
+
+    /// What a completed call tells the call-site tables: its stack, its part in a capture.
+    fn sites_of(&mut self, call: &Call, spec: &ApiSpec, name: &str, d: &args::Decoded, out: &mut Vec<Row>) {
+        if let Some(stack_id) = self.stacks.take_call(call.open.id) {
+            out.push(Row::Site(crate::stacks::SiteRow::ApiStack { api_id: call.open.id, stack_id }));
+        }
+        if call.status != CallStatus::Complete || call.ret.is_some_and(|r| r as u32 != 0) {
+            return;
+        }
+        use crate::stacks::capture::{fact_of, CallFact};
+        let work_stream = match spec.decode {
+            Decode::Launch(_) | Decode::Copy(_) | Decode::Memset { .. } => {
+                d.kernel.as_ref().map(|k| k.stream).or(d.copy.as_ref().map(|c| c.stream))
+            }
+            _ => None,
+        };
+        let fact = match work_stream {
+            Some(stream) => Some(CallFact::Work { stream, start: call.open.start }),
+            None => fact_of(name, &call.open.args, call.out),
+        };
+        if let Some(f) = fact {
+            self.captures.on_call(call.pid(), call.open.id, f, out);
         }
     }
 
@@ -292,6 +349,9 @@ impl Joiner {
             }
             out.push(Row::Api(ApiRow { id: call.open.id, pid, tid, start: call.open.start, end: call.end, name: name.clone() }));
             let d = args::decode(&call, spec);
+            let (name, spec) = (name.clone(), *spec);
+            self.sites_of(&call, &spec, &name, &d, out);
+            let spec = &spec;
             if let Decode::Marker(kind) = spec.decode {
                 if let Some(op) = self.markers.on_call(kind, &call) {
                     out.push(Row::Op(op));
@@ -365,7 +425,10 @@ impl Joiner {
             }
             self.gpu_exited.pop_front();
             self.gpu.process_exited(pid, &mut || pairer.alloc_id(), &mut rows);
+            self.stacks.forget(pid);
+            self.captures.forget(pid);
         }
+        self.captures.annotate(&mut rows);
         self.deferred.extend(rows);
     }
 
@@ -381,7 +444,9 @@ impl Joiner {
         self.emit(&mut calls, out);
         out.append(&mut self.deferred);
         let pairer = &mut self.pairer;
+        let from = out.len();
         self.gpu.retry_pending(self.last_ts, true, &mut || pairer.alloc_id(), out);
+        self.captures.annotate(&mut out[from..]);
         self.gpu.finish_counters(out);
         out.extend(self.markers.close_all(self.last_ts).into_iter().map(Row::Op));
         out.extend(self.processes.values().cloned().map(Row::Process));

@@ -110,6 +110,10 @@ pub struct LoadOptions {
     /// Stop traced processes at dynamic-loader events until their new libraries are probed
     /// (`run`); also decides whether dynamic loaders are probed at all.
     pub loader_stop: bool,
+    /// User stacks at launch-family calls (`--stacks`): 0 none, else an
+    /// `rtl_common::STACK_MODE_*`, with the bytes to copy.
+    pub stack_mode: u32,
+    pub stack_bytes: u32,
 }
 
 /// How uprobes are attached: chosen once at load, from what the kernel supports.
@@ -196,6 +200,8 @@ pub struct Probes {
     runtime: Runtime,
     loader_stop: bool,
     attached: HashMap<(u64, u64), AttachReport>,
+    /// Launch-family calls record the user stack (`--stacks`).
+    stacks: bool,
 }
 
 impl Probes {
@@ -229,7 +235,10 @@ impl Probes {
             runtime: opts.runtime,
             loader_stop: opts.loader_stop,
             attached: HashMap::new(),
+            stacks: opts.stack_mode != 0,
         };
+        me.set_config(config::STACK_MODE, opts.stack_mode as u64)?;
+        me.set_config(config::STACK_BYTES, opts.stack_bytes.min(rtl_common::STACK_COPY_MAX as u32) as u64)?;
         let (pid_off, tgid_off) = super::btf::task_pid_offsets().context("following forks needs kernel BTF (/sys/kernel/btf/vmlinux)")?;
         me.set_config(config::TRACE_ALL, opts.trace_all as u64)?;
         me.set_config(config::FOLLOW_FORKS, opts.follow_forks as u64)?;
@@ -380,7 +389,8 @@ impl Probes {
                 continue;
             }
             let id = self.table.intern(&name, spec)?;
-            points.push((off, cookie::make(id, spec.stack_words, spec.string_arg, spec.out_arg)));
+            let stack = if self.stacks && crate::stacks::records_stack(&spec) { cookie::USER_STACK } else { 0 };
+            points.push((off, cookie::make(id, spec.stack_words, spec.string_arg, spec.out_arg) | stack));
         }
         if !points.is_empty() {
             // Entry and return probes: one link each (uprobe_multi), or one per point.
@@ -509,6 +519,7 @@ impl Probes {
             ("ringbuf_drops_per_cpu", per_cpu.iter().map(u64::to_string).collect::<Vec<_>>().join(",")),
             ("probe_entries", self.counter(counter::ENTRIES).to_string()),
             ("probe_exits", self.counter(counter::EXITS).to_string()),
+            ("stacks_lost_in_probe", self.counter(counter::STACKS_LOST).to_string()),
             ("loader_events_lost", self.counter(counter::LOADER_EVENTS_LOST).to_string()),
             ("loader_events_skipped", self.counter(counter::LOADER_SKIPPED).to_string()),
             ("agent_batches_truncated", self.counter(counter::AGENT_TRUNCATED).to_string()),

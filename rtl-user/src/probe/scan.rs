@@ -53,6 +53,9 @@ pub struct ScanResult {
     pub mapped: Vec<(u32, Result<Vec<LibKind>, String>)>,
     /// Files that could not be inspected (each said once per inode).
     pub errors: Vec<String>,
+    /// With [`Scanner::set_stacks`]: the executable mappings of the processes of
+    /// [`Find::Mapped`], and the files among them not read before (`stacks/modules.rs`).
+    pub maps: Vec<crate::stacks::ProcessMaps>,
 }
 
 /// Counts recorded in the trace's metadata.
@@ -88,6 +91,10 @@ struct Shared {
     blocked: Mutex<HashSet<Step>>,
     /// Files (device, inode) inspected already (handed over or refused): not read again.
     known: Mutex<HashSet<(u64, u64)>>,
+    /// Read the mappings of [`Find::Mapped`]'s processes for their stacks too.
+    stacks: std::sync::atomic::AtomicBool,
+    /// Mapped files (device, inode) read for stacks already (or refused).
+    known_modules: Mutex<HashSet<(u64, u64)>>,
 }
 
 struct Job {
@@ -151,6 +158,11 @@ impl Scanner {
             .map_err(|e| anyhow!("starting the library scanner thread: {e}"))?;
         self.jobs = Some(tx);
         Ok(())
+    }
+
+    /// Also read the processes' executable mappings for their stacks (`--stacks`).
+    pub fn set_stacks(&self, on: bool) {
+        self.shared.stacks.store(on, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Has it jobs not answered yet?
@@ -263,6 +275,7 @@ impl Scanner {
                 for other in self.ready.drain(..) {
                     mine.libs.extend(other.libs);
                     mine.errors.extend(other.errors);
+                    mine.maps.extend(other.maps);
                 }
                 return mine;
             }
@@ -305,6 +318,9 @@ fn run_job(shared: &Shared, generation: u64, job: Job, stats: &mut ScanStats) ->
                             found.extend(v);
                         }
                         Err(e) => result.mapped.push((pid, Err(format!("{e:#}")))),
+                    }
+                    if shared.stacks.load(std::sync::atomic::Ordering::Relaxed) {
+                        result.maps.push(process_maps(shared, pid, &step, &blocked, &mut result.errors));
                     }
                 }
             }
@@ -362,6 +378,33 @@ fn run_job(shared: &Shared, generation: u64, job: Job, stats: &mut ScanStats) ->
     }
     step(None);
     result
+}
+
+/// The executable mappings of `pid` and the files among them not read before, each read under
+/// the step limit.
+fn process_maps(
+    shared: &Shared,
+    pid: u32,
+    step: &dyn Fn(Option<Step>),
+    blocked: &dyn Fn(&Step) -> bool,
+    errors: &mut Vec<String>,
+) -> crate::stacks::ProcessMaps {
+    use crate::stacks::modules::{exec_mappings, Module};
+    let mut out = crate::stacks::ProcessMaps { pid, ..Default::default() };
+    step(Some(Step::Maps(pid)));
+    let Ok(found) = exec_mappings(pid) else { return out };
+    for f in found {
+        let key = f.mapping.key;
+        if !blocked(&Step::File(key.0, key.1)) && shared.known_modules.lock().unwrap_or_else(|e| e.into_inner()).insert(key) {
+            step(Some(Step::File(key.0, key.1)));
+            match Module::read(&f.map_file, &f.display) {
+                Ok(m) => out.modules.push(std::sync::Arc::new(m)),
+                Err(e) => errors.push(crate::term::escape(&format!("stacks: not unwinding through {}: {e:#}", f.display)).into_owned()),
+            }
+        }
+        out.mappings.push(f.mapping);
+    }
+    out
 }
 
 #[cfg(test)]

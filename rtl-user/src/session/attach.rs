@@ -51,7 +51,7 @@ impl Session {
     /// `loading`: the eBPF object, loading since `started` (when the session started).
     pub fn start(plan: Plan, loading: PendingLoad, opts: &TraceOpts, rt: &tokio::runtime::Runtime, started: Instant) -> Result<Self> {
         let pids = plan.pids().to_vec();
-        let Plan { mode, watch, run_as, agent, scanner, libs } = plan;
+        let Plan { mode, watch, run_as, agent, scanner, libs, maps } = plan;
         let mut writer = TraceWriter::create(&opts.output, opts.force)?;
         let clock = clock::ClockPair::now();
         for (tag, value) in [
@@ -76,6 +76,8 @@ impl Session {
                 fsbase_offset,
                 runtime: opts.runtime,
                 loader_stop: matches!(mode, Mode::Run(_)),
+                stack_mode: opts.stacks.probe_mode(),
+                stack_bytes: opts.stack_bytes,
             },
             opts.apis.clone(),
         )?;
@@ -143,6 +145,10 @@ impl Session {
         // numbered against the calls the probes saw (the lanes may lack its first calls).
         joiner.note_probes_attached(clock::ClockPair::now().monotonic_ns.max(0) as u64);
         joiner.sync_table(&probes.table);
+        joiner.stacks_on = opts.stacks != crate::cli::StackMode::Off;
+        for m in maps {
+            joiner.stacks.set_maps(m);
+        }
         let stops = {
             let _in_rt = rt.enter();
             LoaderStops::new(probes.take_loader_events()?)?

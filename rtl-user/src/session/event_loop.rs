@@ -107,7 +107,10 @@ async fn event_loop(s: &mut Session, signals: Signals, opts: &TraceOpts) -> Resu
                 pids.dedup();
                 // The processes wait for this: a blocking scan (bounded by the scanner's limit).
                 let mut notices = Vec::new();
-                let found = scanner.run_blocking(vec![Find::Mapped { pids, with_loader: true }], &mut notices);
+                let mut found = scanner.run_blocking(vec![Find::Mapped { pids, with_loader: true }], &mut notices);
+                for m in found.maps.drain(..) {
+                    joiner.stacks.set_maps(m);
+                }
                 for n in notices.into_iter().chain(found.errors) {
                     say(&n);
                 }
@@ -120,9 +123,12 @@ async fn event_loop(s: &mut Session, signals: Signals, opts: &TraceOpts) -> Resu
                     let _ = tx.send(m).await;
                 }
             }
-            found = scanner.next(), if stopping.is_none() => {
+            mut found = scanner.next(), if stopping.is_none() => {
                 // Library copies that appeared since the last scan (a new venv, a dlopen, a
                 // container), already inspected by the scanner: only the kernel work is left.
+                for m in found.maps.drain(..) {
+                    joiner.stacks.set_maps(m);
+                }
                 for e in found.errors {
                     say(&e);
                 }

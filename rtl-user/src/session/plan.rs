@@ -36,6 +36,8 @@ pub(super) struct Plan {
     pub scanner: Scanner,
     /// The libraries to probe at start (the agent's included).
     pub libs: Vec<LibraryFile>,
+    /// `--stacks`: what the processes traced from the start map (for unwinding).
+    pub maps: Vec<crate::stacks::ProcessMaps>,
 }
 
 impl Plan {
@@ -52,7 +54,9 @@ impl Plan {
             _ => None,
         };
         let mut scanner = Scanner::start()?;
-        let found = scan(&mut scanner, initial_finds(&mode, opts));
+        scanner.set_stacks(opts.stacks != crate::cli::StackMode::Off);
+        let mut found = scan(&mut scanner, initial_finds(&mode, opts));
+        let maps = std::mem::take(&mut found.maps);
         if let Mode::Pids(p) = &mode {
             check_pids(p, &found, opts)?;
         }
@@ -62,7 +66,7 @@ impl Plan {
             let lib = LibraryFile::open(a.clone(), a.display().to_string(), LibKind::Agent)?;
             libs.extend(scan(&mut scanner, vec![Find::Opened(vec![lib])]).libs);
         }
-        Ok(Self { mode, watch, run_as, agent, scanner, libs })
+        Ok(Self { mode, watch, run_as, agent, scanner, libs, maps })
     }
 
     /// The processes traced from the start (`attach --pid`).

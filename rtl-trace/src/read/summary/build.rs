@@ -142,6 +142,7 @@ pub fn summary_data_of(db: &Path, facts: crate::api_meaning::ApiFacts, top: usiz
         ops.truncate(top);
     }
     s.ops = ops;
+    (s.launch_sites, s.launch_sites_total) = crate::read::sites::top_launch_sites(&conn, top)?;
 
     // Busy.
     s.gpu_first_ns = scans.busy["first"].as_i64().unwrap_or(0);

@@ -127,6 +127,9 @@ pub struct Latency {
 #[derive(Debug, Clone, Default)]
 pub struct Summary {
     pub source: String,
+    /// `--stacks` traces: GPU time by launch site (read/sites.rs), and how many sites there are.
+    pub launch_sites: Vec<crate::read::sites::LaunchSite>,
+    pub launch_sites_total: usize,
     pub metadata: Vec<(String, String)>,
     pub api_calls: i64,
     pub gpu_ops: i64,

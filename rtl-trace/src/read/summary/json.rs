@@ -9,7 +9,7 @@ impl Summary {
     /// The `--json` document.
     pub fn to_json(&self) -> Value {
         let stat = |s: &Stat| json!({"calls": s.count, "total_ns": s.sum, "mean_ns": s.mean(), "min_ns": s.min, "max_ns": s.max});
-        json!({
+        let mut doc = json!({
             "trace": self.source,
             "metadata": self.metadata.iter().map(|(k, v)| (k.clone(), meta_value(k, v))).collect::<serde_json::Map<_, _>>(),
             "complete": self.incomplete.is_empty(),
@@ -70,6 +70,11 @@ impl Summary {
                     "api": e.api, "ret": e.code, "error": e.code_name, "calls": e.count,
                 })).collect::<Vec<_>>(),
             },
-        })
+        });
+        // Only traces made with --stacks have launch sites (the key is absent otherwise).
+        if !self.launch_sites.is_empty() {
+            doc["launch_sites"] = Value::Array(self.launch_sites.iter().map(|l| l.to_json()).collect());
+        }
+        doc
     }
 }

@@ -113,6 +113,23 @@ pub(super) fn write_text(s: &Summary, out: &mut dyn Write) -> Result<()> {
         table(out, &["name", "calls", "total", "mean", "min", "max", "% GPU"], &rows)?;
     }
     writeln!(out)?;
+    if !s.launch_sites.is_empty() {
+        writeln!(
+            out,
+            "Top launch sites by GPU time (innermost user frame; replayed graph nodes at their capture){}",
+            shown(s.launch_sites.len(), s.launch_sites_total)
+        )?;
+        let rows: Vec<Vec<String>> = s
+            .launch_sites
+            .iter()
+            .map(|l| {
+                let file = l.module.rsplit('/').next().unwrap_or("");
+                vec![clip(&escape(&l.site), 60), clip(&escape(file), 30), l.ops.to_string(), l.replayed.to_string(), dur(l.gpu_ns)]
+            })
+            .collect();
+        table(out, &["site", "module", "GPU ops", "replayed", "GPU time"], &rows)?;
+        writeln!(out)?;
+    }
     writeln!(out, "APIs by total time{}", shown(s.apis.len(), s.apis_total_names))?;
     if s.apis.is_empty() {
         writeln!(out, "  (no API calls)")?;

@@ -33,6 +33,7 @@ pub(crate) fn emit_apis(conn: &Connection, p: &Prelude, sink: &mut dyn Sink) -> 
          ORDER BY a.pid, a.tid, a.start, a.end DESC"
     );
     let mut st = conn.prepare(&sql)?;
+    let stacks = crate::read::sites::stacks_by_call(conn)?;
     let mut rows = st.query([])?;
     let mut tracks = Tracks::default();
     while let Some(r) = rows.next()? {
@@ -85,6 +86,9 @@ pub(crate) fn emit_apis(conn: &Connection, p: &Prelude, sink: &mut dyn Sink) -> 
             if let Some(s) = r.get::<_, Option<String>>(24)?.filter(|s| !s.is_empty()) {
                 args.push(("stream", Arg::Str(s)));
             }
+        }
+        if let Some(t) = stacks.of(id) {
+            args.push(("stack", Arg::Str(t.to_string())));
         }
         let mut flow_out = parse_ids(r.get(25)?, 0);
         flow_out.extend(parse_ids(r.get(26)?, CORR_FLOW_BASE));

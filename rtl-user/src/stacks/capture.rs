@@ -1,0 +1,288 @@
+//! Graph replays attributed to their capture.
+//!
+//! Calls that put work on a stream while it is capturing (`hipStreamBeginCapture` ...
+//! `hipStreamEndCapture`, and the CUDA forms) do not run: each becomes a node of the captured
+//! graph. This follows captures per process and stream, in the order the calls were made
+//! (streams pulled into a capture by waiting on an event recorded in it count as the same
+//! capture), keeps each graph's calls, hands them to the executable graphs instantiated from it,
+//! and links every graph launch (`rtl_graph_launch`) to its capture (`rtl_capture`,
+//! `rtl_capture_call`). GPU records of the replayed nodes, where the GPU source gives them one by
+//! one (node `i` of the launch), are linked to the call that created node `i`
+//! ([`CaptureTracker::annotate`], `rtl_op_site`).
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+use super::SiteRow;
+use crate::join::rows::{OpRow, Row};
+
+/// Most captures, graphs and executable graphs remembered per trace (oldest forgotten first).
+pub const MAX_GRAPHS: usize = 65536;
+/// Most calls remembered per capture (a longer capture keeps its first ones, counted).
+pub const MAX_CAPTURE_CALLS: usize = 65536;
+/// Most graph launches whose GPU records are still expected.
+pub const MAX_LAUNCHES: usize = 65536;
+
+/// What one completed call tells the tracker.
+pub enum CallFact {
+    BeginCapture {
+        stream: u64,
+    },
+    EndCapture {
+        stream: u64,
+        graph: u64,
+    },
+    Instantiate {
+        exec: u64,
+        graph: u64,
+    },
+    GraphLaunch {
+        exec: u64,
+    },
+    /// Work on a stream (a launch, copy or memset): a node if the stream is capturing.
+    Work {
+        stream: u64,
+        start: u64,
+    },
+    EventRecord {
+        event: u64,
+        stream: u64,
+    },
+    StreamWaitEvent {
+        stream: u64,
+        event: u64,
+    },
+}
+
+/// Which fact a successful call of this API is, from its name and raw arguments (`out`: the
+/// value written through its output pointer). None for everything else.
+pub fn fact_of(name: &str, args: &[u64], out: Option<u64>) -> Option<CallFact> {
+    let base = name.trim_end_matches("_ptsz").trim_end_matches("_v2");
+    Some(match base {
+        "hipStreamBeginCapture" | "cuStreamBeginCapture" | "cudaStreamBeginCapture" => CallFact::BeginCapture { stream: args[0] },
+        "hipStreamEndCapture" | "cuStreamEndCapture" | "cudaStreamEndCapture" => CallFact::EndCapture { stream: args[0], graph: out? },
+        "hipGraphInstantiate"
+        | "hipGraphInstantiateWithFlags"
+        | "cuGraphInstantiate"
+        | "cuGraphInstantiateWithFlags"
+        | "cudaGraphInstantiate"
+        | "cudaGraphInstantiateWithFlags" => CallFact::Instantiate { exec: out?, graph: args[1] },
+        "hipGraphLaunch" | "cuGraphLaunch" | "cudaGraphLaunch" => CallFact::GraphLaunch { exec: args[0] },
+        "hipEventRecord" | "cuEventRecord" | "cudaEventRecord" => CallFact::EventRecord { event: args[0], stream: args[1] },
+        "hipStreamWaitEvent" | "cuStreamWaitEvent" | "cudaStreamWaitEvent" => CallFact::StreamWaitEvent { stream: args[0], event: args[1] },
+        _ => return None,
+    })
+}
+
+struct Open {
+    id: i64,
+    stream: u64,
+    begin_api_id: i64,
+    /// (start time, call id) of the calls captured.
+    calls: Vec<(u64, i64)>,
+}
+
+/// A finished capture: its row id and its calls in order (node order).
+struct Captured {
+    id: i64,
+    calls: Arc<[i64]>,
+}
+
+#[derive(Default)]
+pub struct CaptureTracker {
+    /// (pid, stream) -> index into `open` of the capture it belongs to (origin or joined).
+    capturing: HashMap<(u32, u64), i64>,
+    open: HashMap<i64, Open>,
+    /// (pid, event) recorded in a capture -> that capture.
+    events: HashMap<(u32, u64), i64>,
+    graphs: HashMap<(u32, u64), Arc<Captured>>,
+    execs: HashMap<(u32, u64), Arc<Captured>>,
+    order: VecDeque<(bool, (u32, u64))>,
+    /// Graph launch call id -> its capture's calls, for the GPU records still to come.
+    launches: HashMap<i64, Arc<Captured>>,
+    launch_order: VecDeque<i64>,
+    next_id: i64,
+    /// Calls beyond [`MAX_CAPTURE_CALLS`] in one capture.
+    pub calls_not_kept: u64,
+}
+
+impl CaptureTracker {
+    /// A completed, successful call of process `pid` (call id `api_id`).
+    pub fn on_call(&mut self, pid: u32, api_id: i64, fact: CallFact, out: &mut Vec<Row>) {
+        match fact {
+            CallFact::BeginCapture { stream } => {
+                self.next_id += 1;
+                let id = self.next_id;
+                self.open.insert(id, Open { id, stream, begin_api_id: api_id, calls: Vec::new() });
+                self.capturing.insert((pid, stream), id);
+            }
+            CallFact::Work { stream, start } => {
+                if let Some(c) = self.capturing.get(&(pid, stream)).and_then(|id| self.open.get_mut(id)) {
+                    if c.calls.len() < MAX_CAPTURE_CALLS {
+                        c.calls.push((start, api_id));
+                    } else {
+                        self.calls_not_kept += 1;
+                    }
+                }
+            }
+            CallFact::EventRecord { event, stream } => match self.capturing.get(&(pid, stream)) {
+                Some(&id) => {
+                    self.events.insert((pid, event), id);
+                }
+                None => {
+                    self.events.remove(&(pid, event));
+                }
+            },
+            CallFact::StreamWaitEvent { stream, event } => {
+                if let Some(&id) = self.events.get(&(pid, event)) {
+                    if self.open.contains_key(&id) {
+                        self.capturing.insert((pid, stream), id);
+                    }
+                }
+            }
+            CallFact::EndCapture { stream, graph } => {
+                let Some(id) = self.capturing.get(&(pid, stream)).copied() else { return };
+                let Some(mut c) = self.open.remove(&id) else { return };
+                self.capturing.retain(|_, v| *v != id);
+                self.events.retain(|_, v| *v != id);
+                // Node order is the order the calls were made (streams of one capture may be
+                // fed by several threads).
+                c.calls.sort_by_key(|&(t, id)| (t, id));
+                let calls: Arc<[i64]> = c.calls.iter().map(|&(_, id)| id).collect();
+                out.push(Row::Site(SiteRow::Capture {
+                    id: c.id,
+                    pid,
+                    stream: c.stream,
+                    begin_api_id: c.begin_api_id,
+                    end_api_id: api_id,
+                    graph,
+                    calls: calls.to_vec(),
+                }));
+                self.remember(false, (pid, graph), Arc::new(Captured { id: c.id, calls }));
+            }
+            CallFact::Instantiate { exec, graph } => {
+                if let Some(g) = self.graphs.get(&(pid, graph)).cloned() {
+                    self.remember(true, (pid, exec), g);
+                }
+            }
+            CallFact::GraphLaunch { exec } => {
+                let Some(g) = self.execs.get(&(pid, exec)).cloned() else { return };
+                out.push(Row::Site(SiteRow::GraphLaunch { api_id, capture_id: g.id }));
+                if self.launches.len() >= MAX_LAUNCHES {
+                    if let Some(old) = self.launch_order.pop_front() {
+                        self.launches.remove(&old);
+                    }
+                }
+                self.launches.insert(api_id, g);
+                self.launch_order.push_back(api_id);
+            }
+        }
+    }
+
+    fn remember(&mut self, exec: bool, key: (u32, u64), c: Arc<Captured>) {
+        if self.order.len() >= MAX_GRAPHS {
+            if let Some((e, k)) = self.order.pop_front() {
+                if e {
+                    self.execs.remove(&k);
+                } else {
+                    self.graphs.remove(&k);
+                }
+            }
+        }
+        if exec {
+            self.execs.insert(key, c);
+        } else {
+            self.graphs.insert(key, c);
+        }
+        self.order.push_back((exec, key));
+    }
+
+    /// Process `pid` is gone or exec'd: its handles mean nothing any more.
+    pub fn forget(&mut self, pid: u32) {
+        self.capturing.retain(|k, _| k.0 != pid);
+        self.events.retain(|k, _| k.0 != pid);
+        self.graphs.retain(|k, _| k.0 != pid);
+        self.execs.retain(|k, _| k.0 != pid);
+    }
+
+    /// Links replayed nodes among `rows` to the calls that created them (`OpRow::site_api_id`).
+    pub fn annotate(&self, rows: &mut [Row]) {
+        if self.launches.is_empty() {
+            return;
+        }
+        for r in rows {
+            if let Row::Op(o) = r {
+                annotate_op(&self.launches, o);
+            }
+        }
+    }
+}
+
+fn annotate_op(launches: &HashMap<i64, Arc<Captured>>, o: &mut OpRow) {
+    let (Some(api), Some(node)) = (o.api_id, o.node) else { return };
+    if let Some(c) = launches.get(&api) {
+        o.site_api_id = c.calls.get(node as usize).copied();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn captures(rows: &[Row]) -> Vec<(i64, Vec<i64>)> {
+        rows.iter()
+            .filter_map(|r| match r {
+                Row::Site(SiteRow::Capture { id, calls, .. }) => Some((*id, calls.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_capture_follows_its_stream_and_joined_streams_into_launches() {
+        let mut t = CaptureTracker::default();
+        let mut out = Vec::new();
+        t.on_call(7, 1, CallFact::BeginCapture { stream: 0xa }, &mut out);
+        t.on_call(7, 2, CallFact::Work { stream: 0xa, start: 10 }, &mut out);
+        t.on_call(7, 3, CallFact::Work { stream: 0xb, start: 11 }, &mut out); // not capturing
+        t.on_call(7, 4, CallFact::EventRecord { event: 0xe, stream: 0xa }, &mut out);
+        t.on_call(7, 5, CallFact::StreamWaitEvent { stream: 0xb, event: 0xe }, &mut out);
+        t.on_call(7, 6, CallFact::Work { stream: 0xb, start: 13 }, &mut out); // joined
+        t.on_call(8, 7, CallFact::Work { stream: 0xa, start: 14 }, &mut out); // other process
+        t.on_call(7, 8, CallFact::EndCapture { stream: 0xa, graph: 0x9 }, &mut out);
+        t.on_call(7, 9, CallFact::Work { stream: 0xb, start: 16 }, &mut out); // joined back
+        assert_eq!(captures(&out), vec![(1, vec![2, 6])]);
+        t.on_call(7, 10, CallFact::Instantiate { exec: 0x55, graph: 0x9 }, &mut out);
+        t.on_call(7, 11, CallFact::GraphLaunch { exec: 0x55 }, &mut out);
+        t.on_call(8, 12, CallFact::GraphLaunch { exec: 0x55 }, &mut out); // not its exec
+        let launches: Vec<_> = out.iter().filter(|r| matches!(r, Row::Site(SiteRow::GraphLaunch { .. }))).collect();
+        assert_eq!(launches.len(), 1);
+        let mk = |node| {
+            Row::Op(OpRow {
+                gpu: 0,
+                queue: 0,
+                seq: 0,
+                start: 0,
+                end: 0,
+                description: String::new(),
+                op_type: "KernelExecution",
+                correlation_id: 11,
+                api_id: Some(11),
+                link: None,
+                pid: Some(7),
+                node,
+                site_api_id: None,
+            })
+        };
+        let mut ops = vec![mk(Some(0)), mk(Some(1)), mk(Some(2)), mk(None)];
+        t.annotate(&mut ops);
+        let sites: Vec<Option<i64>> = ops
+            .iter()
+            .map(|r| match r {
+                Row::Op(o) => o.site_api_id,
+                _ => None,
+            })
+            .collect();
+        assert_eq!(sites, vec![Some(2), Some(6), None, None]);
+    }
+}
