@@ -10,6 +10,7 @@
 //! | 6 | a library path that is not a usable ELF shared library |
 //! | 7 | the output file cannot be written |
 //! | 8 | the input trace is not a readable rtl-ebpf / rocpd trace |
+//! | 9 | `check`: a threshold was not met (not an error: the report says which; [`crate::read::check::EXIT_CHECK_FAILED`]) |
 
 use std::fmt;
 

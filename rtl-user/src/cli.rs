@@ -16,13 +16,15 @@ Examples:
   sudo rtl-ebpf --all --duration 30s -o node.db  # every process, 30 s
   sudo rtl-ebpf run -o t.db -- python3 serve.py  # a command, its tree
   rtl-ebpf summary t.db                          # top kernels and APIs
+  rtl-ebpf check t.db --min-occupancy 0.8        # a CI regression guard
   rtl-ebpf convert t.db -o t.pftrace             # for ui.perfetto.dev
 
 Exit codes: 0 ok (for `run`: the command's own code; also when stdout
 is closed early, as by `| head`), 2 bad arguments, 3 not root / no BPF
 permission, 4 kernel lacks uprobes/ring buffers, 5 no such process or
 no HIP library in it, 6 library is not a usable ELF (or the agent is
-missing), 7 output not writable, 8 input trace unreadable, 1 other.
+missing), 7 output not writable, 8 input trace unreadable, 9 `check`:
+a threshold not met, 1 other.
 Docs: docs/tracing.md (how to trace), docs/reading-traces.md (summary,
 convert, merge), docs/trace-format.md (what the columns mean);
 installed: /usr/share/doc/rtl-ebpf/docs/, man rtl-ebpf.";
@@ -53,6 +55,18 @@ Examples:
 
 The trace is only read, never written (an older layout is migrated
 in a private copy).";
+
+const CHECK_AFTER: &str = "\
+Examples:
+  rtl-ebpf check t.db --min-occupancy 0.8 --max-gaps 100us:5 \\
+      --max-mean hipGraphLaunch=150us
+  rtl-ebpf check t.db --thresholds ci/gpu-thresholds.toml --json
+  sudo rtl-ebpf run -o t.db -- python3 bench.py && rtl-ebpf check t.db ...
+
+Prints each metric against its threshold (pass / FAIL). Exit codes:
+0 every threshold met, 9 one or more not met (also when there is
+nothing to measure: no GPU ops, an API never called), 2 bad
+thresholds, 8 unreadable trace. Metrics: docs/reading-traces.md.";
 
 const CONVERT_AFTER: &str = "\
 Examples:
@@ -145,6 +159,42 @@ pub enum Command {
         /// unlinked ops are what the traced process's agent alone says (docs/tracing.md).
         #[arg(long)]
         linked_only: bool,
+    },
+    /// Test a trace against thresholds (GPU occupancy, inter-kernel gaps, API latency) for CI.
+    #[command(after_help = CHECK_AFTER)]
+    Check {
+        /// The trace to read.
+        #[arg(value_name = "TRACE")]
+        trace: PathBuf,
+        /// Every GPU busy at least this fraction of its window (0.8, or 80%).
+        #[arg(long, value_name = "FRACTION", value_parser = rtl_trace::read::check::thresholds::parse_occupancy)]
+        min_occupancy: Option<f64>,
+        /// At most COUNT gaps longer than LENGTH between consecutive ops on each GPU queue, in
+        /// the window (repeatable): 100us:5.
+        #[arg(long, value_name = "LENGTH:COUNT", value_parser = rtl_trace::read::check::thresholds::parse_gap_limit)]
+        max_gaps: Vec<rtl_trace::read::check::GapLimit>,
+        /// The API's mean call duration at most this (repeatable): hipGraphLaunch=150us.
+        #[arg(long, value_name = "API=DURATION", value_parser = rtl_trace::read::check::thresholds::parse_api_limit)]
+        max_mean: Vec<(String, i64)>,
+        /// The API's p99 call duration at most this (repeatable): hipGraphLaunch=400us.
+        #[arg(long, value_name = "API=DURATION", value_parser = rtl_trace::read::check::thresholds::parse_api_limit)]
+        max_p99: Vec<(String, i64)>,
+        /// Thresholds from a TOML file (keys: min_occupancy, window, max_gaps, [max_mean],
+        /// [max_p99]); options given here add to it or replace its value.
+        #[arg(long, value_name = "FILE")]
+        thresholds: Option<PathBuf>,
+        /// What occupancy and gaps are measured over, per GPU: `replay` (first to last op of its
+        /// graph launches), `span` (first to last op), `auto` (replay where there are graph
+        /// launches, else span).
+        #[arg(long, value_name = "WINDOW", value_parser = ["auto", "replay", "span"])]
+        window: Option<String>,
+        /// Measure only GPU ops linked to traced calls (as `summary --linked-only`): on a shared
+        /// node another process could publish ops that fill or open gaps.
+        #[arg(long)]
+        linked_only: bool,
+        /// JSON instead of the table.
+        #[arg(long)]
+        json: bool,
     },
     /// Convert a trace for a timeline viewer (Perfetto UI, chrome://tracing).
     #[command(after_help = CONVERT_AFTER)]

@@ -73,6 +73,29 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             read::summary(&trace, &opts, &mut stdout)?;
             0
         }
+        Some(Command::Check { trace, min_occupancy, max_gaps, max_mean, max_p99, thresholds, window, linked_only, json }) => {
+            use rtl_trace::read::check::Thresholds;
+            let mut t = match &thresholds {
+                Some(f) => rtl_trace::read::check::thresholds::from_file(f)?,
+                None => Thresholds::default(),
+            };
+            t.overlay(Thresholds {
+                min_occupancy,
+                max_gaps,
+                max_mean,
+                max_p99,
+                window: window.as_deref().and_then(read::Window::parse).unwrap_or_default(),
+            });
+            if window.as_deref() == Some("auto") {
+                t.window = read::Window::Auto;
+            }
+            let r = read::check(&trace, &t, read::CheckOptions { json, linked_only }, &mut stdout)?;
+            if r.passed() {
+                0
+            } else {
+                read::EXIT_CHECK_FAILED
+            }
+        }
         Some(Command::Convert { trace, format, per_process, output }) => {
             let name = output.to_string_lossy();
             if per_process && format != "kineto" {

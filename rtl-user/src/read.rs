@@ -7,9 +7,10 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 
+pub use rtl_trace::read::check::{CheckOptions, CheckReport, Thresholds, EXIT_CHECK_FAILED};
 pub use rtl_trace::read::{
-    KinetoOutput, MergeStats, MergedInput, SdkStats, Summary, SummaryOptions, Trace, GPU_PID_BASE, MERGED_TABLES, SDK_SCHEMA_VERSION,
-    TIMELINE_BINS,
+    DataOptions, KinetoOutput, MergeStats, MergedInput, SdkStats, Summary, SummaryOptions, Trace, Window, GPU_PID_BASE, MERGED_TABLES,
+    SDK_SCHEMA_VERSION, TIMELINE_BINS,
 };
 
 use crate::probe::apis::meaning_of;
@@ -27,6 +28,16 @@ pub fn summary(db: &Path, opts: &SummaryOptions, out: &mut dyn Write) -> Result<
 /// [`rtl_trace::read::summary_data`].
 pub fn summary_data(db: &Path, top: usize) -> Result<Summary> {
     rtl_trace::read::summary_data(db, meaning_of, top)
+}
+
+/// [`rtl_trace::read::summary_data_with`].
+pub fn summary_data_with(db: &Path, opts: &DataOptions) -> Result<Summary> {
+    rtl_trace::read::summary_data_with(db, meaning_of, opts)
+}
+
+/// [`rtl_trace::read::check::check`].
+pub fn check(db: &Path, t: &Thresholds, o: CheckOptions, out: &mut dyn Write) -> Result<CheckReport> {
+    rtl_trace::read::check::check(db, meaning_of, t, o, out)
 }
 
 /// [`rtl_trace::read::convert_perfetto_json`].

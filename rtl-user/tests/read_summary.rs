@@ -107,8 +107,8 @@ fn summary_text_and_top() {
         "APIs by total time (top 1 of 7; 6 left out: --top 0 shows all)",
         "GPU 0",
         "queue 1",
-        "  GPU time  command",
-        "  25.00 us  python3 train.py --epochs 1",
+        "  GPU time  GPUs  command",
+        "  25.00 us     0  python3 train.py --epochs 1",
         "Launch latency (API entry -> GPU start, 5 ops): p50 7.00 us  p90 13.00 us  p99 13.00 us",
         "GPU ops without an API link: 2",
         "    hipMalloc -> hipErrorOutOfMemory (2): 1",
@@ -116,7 +116,8 @@ fn summary_text_and_top() {
     ] {
         assert!(text.contains(want), "missing {want:?} in:\n{text}");
     }
-    assert!(!text.contains("reduce(float*, int)"), "top 1 shows one kernel");
+    let kernels = &text[text.find("GPU kernels and ops").unwrap()..text.find("APIs by total time").unwrap()];
+    assert!(!kernels.contains("reduce(float*, int)"), "top 1 shows one kernel");
 }
 
 #[test]
@@ -128,7 +129,7 @@ fn summary_html_is_self_contained() {
     summary(&db, &SummaryOptions { json: false, html: Some(html.clone()), top: 10, linked_only: false }, &mut out).unwrap();
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(page.starts_with("<!DOCTYPE html>"));
-    assert_eq!(page.matches("<svg").count(), 2, "timeline + kernel chart");
+    assert_eq!(page.matches("<svg").count(), 3, "timeline + kernel chart + launch-latency histogram");
     assert!(page.contains("GPU 0") && page.contains("GPU 1"));
     assert!(page.contains("vectorAdd(float*, float*, float*, int)"));
     assert!(!page.contains("<script") && !page.contains("src=") && !page.contains("<link"));

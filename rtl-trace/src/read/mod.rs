@@ -14,6 +14,7 @@
 //! [`perfetto_proto`], [`kineto`], [`rocpd_sdk`]; [`merge`];
 //! [`meaning`] and [`metadata`]: what `rtl_api`'s values and `rocpd_metadata`'s tags mean.
 
+pub mod check;
 mod kineto;
 mod meaning;
 mod merge;
@@ -32,5 +33,5 @@ pub use open::{open_trace, Trace};
 pub use perfetto_json::convert_perfetto_json;
 pub use perfetto_proto::convert_perfetto_proto;
 pub use rocpd_sdk::{convert_rocpd_sdk, SdkStats, SDK_SCHEMA_VERSION};
-pub use summary::{summary, summary_data, summary_data_of, Summary, SummaryOptions, TIMELINE_BINS};
+pub use summary::{summary, summary_data, summary_data_of, summary_data_with, DataOptions, Summary, SummaryOptions, Window, TIMELINE_BINS};
 pub use timeline::GPU_PID_BASE;

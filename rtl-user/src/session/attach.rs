@@ -59,7 +59,7 @@ impl Session {
             ("realtime_minus_monotonic_ns", clock.realtime_minus_monotonic().to_string()),
             ("hostname", hostname()),
             ("rtl_version", env!("CARGO_PKG_VERSION").to_string()),
-            ("mode", format!("{mode:?}")),
+            ("mode", mode.to_metadata()),
             ("trace_start_ns", clock.monotonic_ns.to_string()),
         ] {
             writer.set_meta(tag, &value)?;

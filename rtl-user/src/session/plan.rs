@@ -21,6 +21,20 @@ pub enum Mode {
     Run(Vec<String>),
 }
 
+impl Mode {
+    /// The trace's `mode` metadata: JSON (`{"kind": "run", "command": [..]}`, `{"kind":
+    /// "attach", "pids": [..]}`, `{"kind": "all"}`), shown structured by the readers (which
+    /// also read the Rust debug text older traces hold).
+    pub fn to_metadata(&self) -> String {
+        match self {
+            Mode::All => serde_json::json!({"kind": "all"}),
+            Mode::Pids(p) => serde_json::json!({"kind": "attach", "pids": p}),
+            Mode::Run(c) => serde_json::json!({"kind": "run", "command": c}),
+        }
+        .to_string()
+    }
+}
+
 /// What to trace and the libraries to probe at start.
 pub(super) struct Plan {
     pub mode: Mode,

@@ -6,7 +6,9 @@ use std::path::Path;
 use anyhow::{Context as _, Result};
 
 use super::data::*;
-use super::scans::run_scans;
+use super::gaps::{largest_idle_gaps, occupancy_and_queue_gaps};
+use super::samples::Kept;
+use super::scans::{run_scans, ScanInput};
 use crate::read::meaning::status_name;
 use crate::read::metadata::is_drop_tag;
 
@@ -15,18 +17,65 @@ pub(crate) fn pretty_name(s: &str) -> String {
     crate::demangle::demangle_or_keep(s)
 }
 
+/// What [`summary_data_with`] computes beyond the defaults.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DataOptions {
+    /// Rows in the kernel, API, range and per-kernel latency tables (0: all).
+    pub top: usize,
+    /// The window of occupancy and queue gaps.
+    pub window: Window,
+    /// See [`super::SummaryOptions::linked_only`].
+    pub linked_only: bool,
+}
+
 /// Computes the summary of `db` (the data behind every output format).
 pub fn summary_data(db: &Path, facts: crate::api_meaning::ApiFacts, top: usize) -> Result<Summary> {
-    summary_data_of(db, facts, top, false)
+    summary_data_with(db, facts, &DataOptions { top, ..Default::default() })
 }
 
 /// [`summary_data`]; `linked_only`: see [`super::SummaryOptions::linked_only`].
 pub fn summary_data_of(db: &Path, facts: crate::api_meaning::ApiFacts, top: usize, linked_only: bool) -> Result<Summary> {
+    summary_data_with(db, facts, &DataOptions { top, linked_only, ..Default::default() })
+}
+
+/// The `rocpd_string` ids of `names` (any of them may be absent).
+fn string_ids(conn: &rusqlite::Connection, names: &[&str]) -> Result<Vec<i64>> {
+    let mut st = conn.prepare_cached("SELECT id FROM rocpd_string WHERE string = ?1")?;
+    let mut out = vec![];
+    for n in names {
+        let mut rows = st.query([n])?;
+        while let Some(r) = rows.next()? {
+            out.push(r.get(0)?);
+        }
+    }
+    Ok(out)
+}
+
+/// Groups of samples merged by the name `key` gives them, percentiles taken.
+fn merge_by<K: std::hash::Hash + Eq>(
+    groups: impl IntoIterator<Item = ((i64, i64), Kept)>,
+    key: impl Fn(i64, i64) -> K,
+) -> HashMap<K, Kept> {
+    let mut out: HashMap<K, Kept> = HashMap::new();
+    for ((a, b), k) in groups {
+        out.entry(key(a, b)).or_default().merge(k);
+    }
+    out
+}
+
+/// [`summary_data`] with options.
+pub fn summary_data_with(db: &Path, facts: crate::api_meaning::ApiFacts, opts: &DataOptions) -> Result<Summary> {
+    let (top, linked_only) = (opts.top, opts.linked_only);
     let conn = crate::read::open::open_trace(db, facts)?;
-    let scans = run_scans(&conn, linked_only).with_context(|| format!("{}: summarising", db.display()))?;
+    let input = ScanInput {
+        graph_launch_names: string_ids(&conn, GRAPH_LAUNCH_APIS)?,
+        graph_execution: string_ids(&conn, &["GraphExecution"])?.first().copied(),
+        linked_only,
+    };
+    let mut scans = run_scans(&conn, &input).with_context(|| format!("{}: summarising", db.display()))?;
     let names = crate::read::open::strings(&conn)?;
     let name = |id: i64| names.get(&id).cloned().unwrap_or_else(|| format!("<string {id}>"));
-    let mut s = Summary { source: db.display().to_string(), timings: scans.timings.clone(), ..Default::default() };
+    let mut s = Summary { source: db.display().to_string(), timings: scans.timings.clone(), window: opts.window, ..Default::default() };
 
     let mut st = conn.prepare("SELECT tag, CAST(value AS TEXT) FROM rocpd_metadata ORDER BY id")?;
     s.metadata = st
@@ -37,6 +86,7 @@ pub fn summary_data_of(db: &Path, facts: crate::api_meaning::ApiFacts, top: usiz
     let per_input = |t: &str| {
         t.strip_prefix("input").and_then(|r| r.split_once('.')).is_some_and(|(n, _)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
     };
+    s.header = super::header::header(&s.metadata);
     s.dropped = s.metadata.iter().filter(|(t, _)| is_drop_tag(t) && !(merged && per_input(t))).cloned().collect();
 
     // A collector that finished wrote trace_end_ns with its counters; one that was killed or
@@ -97,17 +147,25 @@ pub fn summary_data_of(db: &Path, facts: crate::api_meaning::ApiFacts, top: usiz
     s.api_calls = by_name.values().map(|x| x.count).sum();
     s.api_errors = errors.values().sum();
     s.unclosed_apis = unclosed.values().sum();
+    let mut api_pct: HashMap<i64, Percentiles> =
+        std::mem::take(&mut scans.api_samples).into_iter().map(|((n, _), k)| (n, k.percentiles())).collect();
     let mut apis: Vec<ApiRow> = by_name
         .iter()
         .map(|(n, st)| ApiRow {
             name: name(*n),
             stat: st.clone(),
+            pct: api_pct.remove(n).unwrap_or_default(),
             errors: errors.get(n).copied().unwrap_or(0),
             unclosed: unclosed.get(n).copied().unwrap_or(0),
         })
         .collect();
     apis.sort_by(|a, b| b.stat.sum.cmp(&a.stat.sum).then(a.name.cmp(&b.name)));
     s.apis_total_names = apis.len();
+    for a in &apis {
+        // Two ids of one name (a merged file): the first's percentiles, the stats summed.
+        let e = s.all_apis.entry(a.name.clone()).or_insert_with(|| (Stat::default(), a.pct));
+        e.0.merge(&a.stat);
+    }
     if top > 0 {
         apis.truncate(top);
     }
@@ -125,11 +183,21 @@ pub fn summary_data_of(db: &Path, facts: crate::api_meaning::ApiFacts, top: usiz
         let n = if d.is_empty() { t.clone() } else { pretty_name(&d) };
         by_op.entry((n, t)).or_default().merge(st);
     }
+    let op_name = |desc: i64, ty: i64| {
+        let d = name(desc);
+        if d.is_empty() {
+            name(ty)
+        } else {
+            pretty_name(&d)
+        }
+    };
+    let mut op_pct = merge_by(std::mem::take(&mut scans.op_samples), |d, t| (op_name(d, t), name(t)));
     s.gpu_ops = by_op.values().map(|x| x.count).sum();
     s.gpu_time_ns = by_op.values().map(|x| x.sum).sum();
     let mut ops: Vec<OpRow> = by_op
         .into_iter()
         .map(|((n, t), st)| OpRow {
+            pct: op_pct.remove(&(n.clone(), t.clone())).map(Kept::percentiles).unwrap_or_default(),
             name: n,
             op_type: t,
             pct_gpu_time: if s.gpu_time_ns > 0 { st.sum as f64 * 100.0 / s.gpu_time_ns as f64 } else { 0.0 },
@@ -144,38 +212,17 @@ pub fn summary_data_of(db: &Path, facts: crate::api_meaning::ApiFacts, top: usiz
     s.ops = ops;
     (s.launch_sites, s.launch_sites_total) = crate::read::sites::top_launch_sites(&conn, top)?;
 
-    // Busy.
-    s.gpu_first_ns = scans.busy["first"].as_i64().unwrap_or(0);
-    s.gpu_last_ns = scans.busy["last"].as_i64().unwrap_or(0);
-    for d in scans.busy["devices"].as_array().cloned().unwrap_or_default() {
-        let wall = d["wall_ns"].as_i64().unwrap_or(0);
-        let pct = |x: i64| {
-            if wall > 0 {
-                x as f64 * 100.0 / wall as f64
-            } else {
-                0.0
-            }
-        };
-        let busy_ns = d["busy_ns"].as_i64().unwrap_or(0);
-        s.busy.push(DeviceBusy {
-            gpu: d["gpu"].as_i64().unwrap_or(0),
-            ops: d["ops"].as_i64().unwrap_or(0),
-            busy_ns,
-            wall_ns: wall,
-            busy_pct: pct(busy_ns),
-            queues: d["queues"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default()
-                .iter()
-                .map(|q| {
-                    let b = q[2].as_i64().unwrap_or(0);
-                    QueueBusy { queue: q[0].as_i64().unwrap_or(0), ops: q[1].as_i64().unwrap_or(0), busy_ns: b, busy_pct: pct(b) }
-                })
-                .collect(),
-            timeline: d["timeline"].as_array().cloned().unwrap_or_default().iter().filter_map(|x| x.as_f64()).collect(),
-        });
-    }
+    // Busy, occupancy, gaps.
+    let devs = std::mem::take(&mut scans.intervals);
+    (s.gpu_first_ns, s.gpu_last_ns) = super::intervals::gpu_span(&devs);
+    s.busy = super::intervals::busy(&devs);
+    (s.occupancy, s.queue_gaps) = occupancy_and_queue_gaps(&devs, opts.window);
+    s.idle_gaps = largest_idle_gaps(&devs, IDLE_GAPS_SHOWN);
+    drop(devs);
+    super::inflight::fill(&conn, &mut s.idle_gaps, &name)?;
+
+    // roctx / NVTX ranges.
+    (s.ranges, s.ranges_total_names) = super::ranges::ranges(&conn, std::mem::take(&mut scans.marker_samples), &name, top)?;
 
     // Span over APIs and ops.
     let api_lo = scans.api.iter().map(|g| g.2.lo).min();
@@ -188,9 +235,9 @@ pub fn summary_data_of(db: &Path, facts: crate::api_meaning::ApiFacts, top: usiz
     // Processes.
     let mut procs: BTreeMap<i64, ProcessRow> = BTreeMap::new();
     for (pid, st) in by_pid {
-        procs.insert(pid, ProcessRow { pid, exe: None, cmdline: None, api: st, gpu_ops: 0, gpu_time_ns: 0 });
+        procs.insert(pid, ProcessRow { pid, exe: None, cmdline: None, api: st, gpu_ops: 0, gpu_time_ns: 0, gpus: vec![] });
     }
-    for (pid, _, st) in &scans.link_pid {
+    for (pid, gpu, st) in &scans.link_pid {
         let p = procs.entry(*pid).or_insert_with(|| ProcessRow {
             pid: *pid,
             exe: None,
@@ -198,9 +245,14 @@ pub fn summary_data_of(db: &Path, facts: crate::api_meaning::ApiFacts, top: usiz
             api: Stat::default(),
             gpu_ops: 0,
             gpu_time_ns: 0,
+            gpus: vec![],
         });
         p.gpu_ops += st.count;
         p.gpu_time_ns += st.sum;
+        p.gpus.push((*gpu, st.count, st.sum));
+    }
+    for p in procs.values_mut() {
+        p.gpus.sort();
     }
     let mut st = conn.prepare("SELECT pid, exe, cmdline FROM rtl_process")?;
     let mut rows = st.query([])?;
@@ -213,6 +265,7 @@ pub fn summary_data_of(db: &Path, facts: crate::api_meaning::ApiFacts, top: usiz
             api: Stat::default(),
             gpu_ops: 0,
             gpu_time_ns: 0,
+            gpus: vec![],
         });
         p.exe = r.get(1)?;
         p.cmdline = r.get::<_, Option<String>>(2)?.map(|c| c.replace('\0', " ").trim().to_string());
@@ -268,7 +321,24 @@ pub fn summary_data_of(db: &Path, facts: crate::api_meaning::ApiFacts, top: usiz
             p99: g("p99"),
             max: g("max"),
             sampled_every: g("sampled_every").max(1),
+            histogram: l["histogram"].as_array().map(|a| a.iter().map(|x| x.as_i64().unwrap_or(0)).collect()).unwrap_or_default(),
         });
     }
+    let mut lat: Vec<KernelLatency> = merge_by(std::mem::take(&mut scans.latency_samples), op_name)
+        .into_iter()
+        .map(|(n, k)| KernelLatency {
+            name: n,
+            count: k.seen as i64,
+            min: k.min,
+            mean: if k.seen > 0 { k.sum / k.seen as i64 } else { 0 },
+            max: k.max,
+            pct: k.percentiles(),
+        })
+        .collect();
+    lat.sort_by(|a, b| b.count.cmp(&a.count).then(a.name.cmp(&b.name)));
+    if top > 0 {
+        lat.truncate(top);
+    }
+    s.kernel_latency = lat;
     Ok(s)
 }

@@ -2,8 +2,41 @@
 
 use std::collections::BTreeMap;
 
+pub use super::gaps::{IdleGap, Occupancy, QueueGaps, Window, GRAPH_LAUNCH_APIS, IDLE_GAPS_SHOWN};
+pub use super::header::Header;
+pub use super::samples::Percentiles;
+
 /// Number of bins of the GPU-busy timeline (HTML report, JSON `gpu_busy[].timeline`).
 pub const TIMELINE_BINS: usize = 400;
+
+/// Lower bounds of the launch-latency histogram's buckets (ns; the first holds negative values:
+/// a GPU start before its call's entry, from clock skew): 0, 1 us, 2 us, 5 us, 10 us ... 10 s.
+pub const LATENCY_BUCKETS: &[i64] = &[
+    i64::MIN,
+    0,
+    1_000,
+    2_000,
+    5_000,
+    10_000,
+    20_000,
+    50_000,
+    100_000,
+    200_000,
+    500_000,
+    1_000_000,
+    2_000_000,
+    5_000_000,
+    10_000_000,
+    20_000_000,
+    50_000_000,
+    100_000_000,
+    200_000_000,
+    500_000_000,
+    1_000_000_000,
+    2_000_000_000,
+    5_000_000_000,
+    10_000_000_000,
+];
 
 #[derive(Debug, Clone, Default)]
 pub struct Stat {
@@ -58,6 +91,8 @@ pub struct OpRow {
     pub name: String,
     pub op_type: String,
     pub stat: Stat,
+    /// Duration percentiles.
+    pub pct: Percentiles,
     pub pct_gpu_time: f64,
 }
 
@@ -75,6 +110,8 @@ pub struct ErrorRow {
 pub struct ApiRow {
     pub name: String,
     pub stat: Stat,
+    /// Duration percentiles.
+    pub pct: Percentiles,
     pub errors: i64,
     pub unclosed: i64,
 }
@@ -108,6 +145,8 @@ pub struct ProcessRow {
     pub api: Stat,
     pub gpu_ops: i64,
     pub gpu_time_ns: i64,
+    /// The GPUs its calls' ops ran on: (gpu, ops, GPU time), by gpu.
+    pub gpus: Vec<(i64, i64, i64)>,
 }
 
 #[derive(Debug, Clone)]
@@ -121,6 +160,35 @@ pub struct Latency {
     pub max: i64,
     /// 1: percentiles over every value; k > 1: over every k-th (more than 2^25 links).
     pub sampled_every: i64,
+    /// Links per bucket of [`LATENCY_BUCKETS`] (over every link).
+    pub histogram: Vec<i64>,
+}
+
+/// Launch latency of one kernel (or op) name.
+#[derive(Debug, Clone)]
+pub struct KernelLatency {
+    pub name: String,
+    pub count: i64,
+    pub min: i64,
+    pub mean: i64,
+    pub max: i64,
+    pub pct: Percentiles,
+}
+
+/// One roctx / NVTX range text's instances (like `nsys stats --report nvtx_sum`).
+#[derive(Debug, Clone)]
+pub struct RangeRow {
+    pub name: String,
+    /// `push/pop`, `start/end`, `mark` (instants), from the call that opened its first instance.
+    pub style: String,
+    pub count: i64,
+    pub total: i64,
+    pub min: i64,
+    pub mean: i64,
+    pub max: i64,
+    pub pct: Percentiles,
+    /// Share of the total time of every range.
+    pub pct_time: f64,
 }
 
 /// Everything `summary` reports (also what the HTML page is drawn from).
@@ -130,6 +198,8 @@ pub struct Summary {
     /// `--stacks` traces: GPU time by launch site (read/sites.rs), and how many sites there are.
     pub launch_sites: Vec<crate::read::sites::LaunchSite>,
     pub launch_sites_total: usize,
+    /// Host, date, command, version, GPU source.
+    pub header: Header,
     pub metadata: Vec<(String, String)>,
     pub api_calls: i64,
     pub gpu_ops: i64,
@@ -149,6 +219,21 @@ pub struct Summary {
     pub busy: Vec<DeviceBusy>,
     pub processes: Vec<ProcessRow>,
     pub launch_latency: Option<Latency>,
+    /// Launch latency per kernel name, most links first (`--top` rows).
+    pub kernel_latency: Vec<KernelLatency>,
+    /// roctx / NVTX ranges by total time (`--top` rows), and how many names there are.
+    pub ranges: Vec<RangeRow>,
+    pub ranges_total_names: usize,
+    /// The window occupancy and queue gaps were measured over (`auto` unless asked).
+    pub window: Window,
+    /// Occupancy per device in its window.
+    pub occupancy: Vec<Occupancy>,
+    /// Inter-op gaps per queue in its device's window.
+    pub queue_gaps: Vec<QueueGaps>,
+    /// The largest idle gaps over all devices, with the API calls in flight.
+    pub idle_gaps: Vec<IdleGap>,
+    /// Every API's stats before `--top` (for `check`): name -> (stat, percentiles).
+    pub all_apis: BTreeMap<String, (Stat, Percentiles)>,
     /// Metadata counters of lost data (tags naming drops / losses / overflows).
     pub dropped: Vec<(String, String)>,
     /// Why the trace is incomplete: the collector did not finish it (killed, disk full), one

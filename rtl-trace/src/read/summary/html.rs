@@ -7,9 +7,10 @@ use std::path::Path;
 use anyhow::Result;
 
 use super::data::Summary;
+use super::html_sections as sec;
 use super::text::dur;
 
-fn esc(s: &str) -> String {
+pub(super) fn esc(s: &str) -> String {
     let mut o = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
@@ -99,7 +100,7 @@ fn kernels_svg(s: &Summary) -> String {
             r#"<text x="{}" y="{}" class="lbl" text-anchor="end">{}</text>"#,
             label_w - 8.0,
             y + bar_h * 0.72,
-            esc(&clip(&r.name, 60))
+            esc(&sec::elide_middle(&r.name, 60))
         );
         let _ = write!(
             o,
@@ -130,14 +131,18 @@ pub fn render(s: &Summary) -> String {
         "body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#111827;max-width:1200px}\
          h1{font-size:20px}h2{font-size:16px;margin-top:28px}table{border-collapse:collapse;font-size:13px}\
          td,th{padding:3px 10px;border-bottom:1px solid #e5e7eb;text-align:right}td:first-child,th:first-child{text-align:left}\
-         .lbl{font-size:12px;fill:#111827}.sub{font-size:11px;fill:#6b7280}.meta{color:#6b7280;font-size:13px}\n",
+         .lbl{font-size:12px;fill:#111827}.sub{font-size:11px;fill:#6b7280}.meta{color:#6b7280;font-size:13px}\
+         td.name{text-align:left;font-family:ui-monospace,monospace;font-size:12px}.hdr th{text-align:left;color:#6b7280;font-weight:normal}.hdr td{text-align:left}\
+         .warn{color:#b91c1c;font-weight:600}\n",
     );
     o.push_str("</style></head><body>\n");
     let _ = write!(o, "<h1>rtl-ebpf trace summary</h1><p class=\"meta\">{}<br>span {} &middot; {} API calls &middot; {} GPU ops ({} GPU time) &middot; {} roctx markers</p>",
         esc(&s.source), esc(&dur(s.last_ns - s.first_ns)), s.api_calls, s.gpu_ops, esc(&dur(s.gpu_time_ns)), s.markers);
+    o.push_str(&sec::header(s));
     for line in &s.incomplete {
-        let _ = write!(o, "<p style=\"color:#b91c1c;font-weight:600\">{}</p>", esc(line));
+        let _ = write!(o, "<p class=\"warn\">{}</p>", esc(line));
     }
+    o.push_str(&sec::losses_up_front(s));
     o.push_str("<h2>GPU busy over time</h2><p class=\"meta\">Fraction of each interval in which the device ran at least one op (time from the first GPU op).</p>");
     if s.busy.is_empty() {
         o.push_str("<p>No GPU ops in this trace.</p>");
@@ -149,6 +154,7 @@ pub fn render(s: &Summary) -> String {
         o.push_str("<p>No GPU ops in this trace.</p>");
     } else {
         o.push_str(&kernels_svg(s));
+        o.push_str(&sec::kernels_table(s));
     }
     // Tables.
     o.push_str("<h2>GPU busy per device and queue</h2><table><tr><th>device / queue</th><th>ops</th><th>busy</th><th>busy %</th></tr>");
@@ -173,19 +179,24 @@ pub fn render(s: &Summary) -> String {
         }
     }
     o.push_str("</table>");
+    o.push_str(&sec::occupancy(s));
+    o.push_str(&sec::idle_gaps(s));
     if s.apis.is_empty() {
         o.push_str("<h2>Top APIs</h2><p>No API calls in this trace.</p>");
     } else {
-        o.push_str("<h2>Top APIs</h2><table><tr><th>api</th><th>calls</th><th>total</th><th>mean</th><th>max</th><th>errors</th><th>unclosed</th></tr>");
+        o.push_str("<h2>Top APIs</h2><table><tr><th>api</th><th>calls</th><th>total</th><th>mean</th><th>p50</th><th>p90</th><th>p99</th><th>max</th><th>errors</th><th>unclosed</th></tr>");
         for a in &s.apis {
             let mean = if a.stat.count > 0 { a.stat.sum / a.stat.count } else { 0 };
             let _ = write!(
                 o,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                esc(&a.name),
+                "<tr>{}<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                sec::name_cell(&a.name, 60),
                 a.stat.count,
                 esc(&dur(a.stat.sum)),
                 esc(&dur(mean)),
+                esc(&dur(a.pct.p50)),
+                esc(&dur(a.pct.p90)),
+                esc(&dur(a.pct.p99)),
                 esc(&dur(a.stat.max)),
                 a.errors,
                 a.unclosed
@@ -193,33 +204,24 @@ pub fn render(s: &Summary) -> String {
         }
         o.push_str("</table>");
     }
-    o.push_str("<h2>Processes</h2><table><tr><th>pid</th><th>API calls</th><th>API time</th><th>GPU ops</th><th>GPU time</th><th>command</th></tr>");
+    o.push_str(&sec::ranges(s));
+    o.push_str("<h2>Processes</h2><table><tr><th>pid</th><th>API calls</th><th>API time</th><th>GPU ops</th><th>GPU time</th><th>GPUs</th><th>command</th></tr>");
     for p in &s.processes {
         let cmd = p.cmdline.clone().filter(|c| !c.is_empty()).or_else(|| p.exe.clone()).unwrap_or_default();
         let _ = write!(
             o,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td style=\"text-align:left\">{}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td style=\"text-align:left\">{}</td></tr>",
             p.pid,
             p.api.count,
             esc(&dur(p.api.sum)),
             p.gpu_ops,
             esc(&dur(p.gpu_time_ns)),
+            if p.gpus.is_empty() { "-".to_string() } else { p.gpus.iter().map(|g| g.0.to_string()).collect::<Vec<_>>().join(", ") },
             esc(&clip(&cmd, 100))
         );
     }
     o.push_str("</table>");
-    if let Some(l) = &s.launch_latency {
-        let _ = write!(
-            o,
-            "<h2>Launch latency</h2><p>API entry &rarr; GPU start over {} ops: p50 {} &middot; p90 {} &middot; p99 {} (min {}, max {})</p>",
-            l.count,
-            esc(&dur(l.p50)),
-            esc(&dur(l.p90)),
-            esc(&dur(l.p99)),
-            esc(&dur(l.min)),
-            esc(&dur(l.max))
-        );
-    }
+    o.push_str(&sec::latency(s));
     let _ = write!(
         o,
         "<h2>Lost or incomplete data</h2><p>GPU ops without an API link: {} &middot; unclosed API calls: {} &middot; API errors: {}",

@@ -8,6 +8,7 @@ use crate::read::metadata::meta_value;
 impl Summary {
     /// The `--json` document.
     pub fn to_json(&self) -> Value {
+        use super::json_sections::add_percentiles;
         let stat = |s: &Stat| json!({"calls": s.count, "total_ns": s.sum, "mean_ns": s.mean(), "min_ns": s.min, "max_ns": s.max});
         let mut doc = json!({
             "trace": self.source,
@@ -27,6 +28,7 @@ impl Summary {
                 v["name"] = json!(o.name);
                 v["op_type"] = json!(o.op_type);
                 v["pct_gpu_time"] = json!(o.pct_gpu_time);
+                add_percentiles(&mut v, &o.pct);
                 v
             }).collect::<Vec<_>>(),
             "apis": self.apis.iter().map(|a| {
@@ -34,6 +36,7 @@ impl Summary {
                 v["name"] = json!(a.name);
                 v["errors"] = json!(a.errors);
                 v["unclosed"] = json!(a.unclosed);
+                add_percentiles(&mut v, &a.pct);
                 v
             }).collect::<Vec<_>>(),
             "gpu_busy": {
@@ -50,10 +53,12 @@ impl Summary {
                 "first_ns": if p.api.count > 0 { json!(p.api.lo) } else { Value::Null },
                 "last_ns": if p.api.count > 0 { json!(p.api.hi) } else { Value::Null },
                 "gpu_ops": p.gpu_ops, "gpu_time_ns": p.gpu_time_ns,
+                "gpus": p.gpus.iter().map(|(g, n, t)| json!({"gpu": g, "gpu_ops": n, "gpu_time_ns": t})).collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),
             "launch_latency": self.launch_latency.as_ref().map(|l| json!({
                 "count": l.count, "min_ns": l.min, "mean_ns": l.mean, "p50_ns": l.p50, "p90_ns": l.p90, "p99_ns": l.p99, "max_ns": l.max,
                 "percentiles_sampled_every": l.sampled_every,
+                "histogram": super::json_sections::histogram(&l.histogram),
             })),
             "lost": {
                 "dropped": self.dropped.iter().map(|(k, v)| (k.clone(), meta_value(k, v))).collect::<serde_json::Map<_, _>>(),
@@ -75,6 +80,7 @@ impl Summary {
         if !self.launch_sites.is_empty() {
             doc["launch_sites"] = Value::Array(self.launch_sites.iter().map(|l| l.to_json()).collect());
         }
+        super::json_sections::add_sections(self, &mut doc);
         doc
     }
 }

@@ -10,7 +10,12 @@
 //!
 //! Files by job: [`sql_functions`] (the aggregate functions), [`scans`] (the parallel scans),
 //! [`build`] (the scans' results and small queries -> [`Summary`]), [`data`] (the summary's
-//! types), [`text`] (terminal tables), [`json`] (`--json`), [`html`] (the `--html` report).
+//! types), [`text`] (terminal tables), [`json`] (`--json`), [`html`] (the `--html` report);
+//! the sections added for issue 16 each in their own file: [`samples`] (per-group percentiles),
+//! [`intervals`] (the GPU ops' intervals, busy), [`gaps`] (occupancy windows, queue and idle
+//! gaps), [`inflight`] (API calls in flight during idle gaps), [`ranges`] (roctx / NVTX ranges),
+//! [`header`] (host, date, command, version, GPU source), and their outputs
+//! [`text_sections`], [`json_sections`], [`html_sections`].
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -19,14 +24,24 @@ use anyhow::Result;
 
 mod build;
 mod data;
+mod gaps;
+mod header;
 mod html;
+mod html_sections;
+mod inflight;
+mod intervals;
 mod json;
+mod json_sections;
+mod ranges;
+mod samples;
 mod scans;
 mod sql_functions;
 mod text;
+mod text_sections;
 
-pub use build::{summary_data, summary_data_of};
+pub use build::{summary_data, summary_data_of, summary_data_with, DataOptions};
 pub use data::*;
+pub use text::dur;
 
 /// Options of `rtl-ebpf summary`.
 #[derive(Debug, Clone)]

@@ -2,7 +2,7 @@
 //! hashing (SQLite's own GROUP BY sorts its input), and hand back JSON that [`parse_groups`]
 //! reads.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use anyhow::Result;
 use rusqlite::functions::{Aggregate, Context, FunctionFlags};
@@ -10,11 +10,11 @@ use rusqlite::types::ValueRef;
 use rusqlite::Connection;
 use serde_json::{json, Value};
 
-use super::data::{Stat, TIMELINE_BINS};
+use super::data::{Stat, LATENCY_BUCKETS};
 
 /// FxHash (rustc's): the default SipHash costs more than the rest of a step.
 #[derive(Default, Clone, Copy)]
-struct Fx(u64);
+pub(super) struct Fx(u64);
 impl std::hash::Hasher for Fx {
     fn write(&mut self, bytes: &[u8]) {
         for b in bytes {
@@ -31,9 +31,9 @@ impl std::hash::Hasher for Fx {
         self.0
     }
 }
-type FxMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<Fx>>;
+pub(super) type FxMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<Fx>>;
 
-fn int(ctx: &Context<'_>, i: usize) -> Option<i64> {
+pub(super) fn int(ctx: &Context<'_>, i: usize) -> Option<i64> {
     match ctx.get_raw(i) {
         ValueRef::Integer(v) => Some(v),
         ValueRef::Real(f) => Some(f as i64),
@@ -63,7 +63,8 @@ impl Aggregate<FxMap<(i64, i64), Stat>, String> for Group {
     }
 }
 
-/// rtl_quantiles(v): exact percentiles of v. Result: JSON {count,min,mean,p50,p90,p99,max}.
+/// rtl_quantiles(v): exact percentiles of v and a histogram over [`LATENCY_BUCKETS`] (of every
+/// value). Result: JSON {count,min,mean,p50,p90,p99,max,sampled_every,histogram}.
 struct Quantiles;
 
 /// Values kept for exact percentiles; past this the kept set is thinned to every 2nd, 4th, ...
@@ -79,11 +80,13 @@ struct QAcc {
     sum: i128,
     min: i64,
     max: i64,
+    /// Values per bucket: [i] counts values in [LATENCY_BUCKETS[i], LATENCY_BUCKETS[i + 1]).
+    buckets: Vec<u64>,
 }
 
 impl Aggregate<QAcc, String> for Quantiles {
     fn init(&self, _: &mut Context<'_>) -> rusqlite::Result<QAcc> {
-        Ok(QAcc { stride: 1, min: i64::MAX, max: i64::MIN, ..Default::default() })
+        Ok(QAcc { stride: 1, min: i64::MAX, max: i64::MIN, buckets: vec![0; LATENCY_BUCKETS.len()], ..Default::default() })
     }
     fn step(&self, ctx: &mut Context<'_>, acc: &mut QAcc) -> rusqlite::Result<()> {
         if let Some(v) = int(ctx, 0) {
@@ -99,6 +102,7 @@ impl Aggregate<QAcc, String> for Quantiles {
                 }
             }
             acc.seen += 1;
+            acc.buckets[LATENCY_BUCKETS.partition_point(|&lo| lo <= v).saturating_sub(1)] += 1;
             acc.sum += v as i128;
             acc.min = acc.min.min(v);
             acc.max = acc.max.max(v);
@@ -118,7 +122,7 @@ impl Aggregate<QAcc, String> for Quantiles {
         };
         let (p50, p90, p99) = (pick(0.50), pick(0.90), pick(0.99));
         Ok(json!({"count": a.seen, "min": a.min, "mean": (a.sum / a.seen as i128) as i64,
-                  "p50": p50, "p90": p90, "p99": p99, "max": a.max, "sampled_every": a.stride})
+                  "p50": p50, "p90": p90, "p99": p99, "max": a.max, "sampled_every": a.stride, "histogram": a.buckets})
         .to_string())
     }
 }
@@ -144,82 +148,12 @@ impl Aggregate<Vec<u64>, i64> for Distinct {
     }
 }
 
-/// rtl_busy(gpu, queue, start, end): per device the union of op intervals and a timeline, per
-/// queue the union too. Ops with gpu < 0 (markers) are ignored. Result: JSON.
-struct Busy;
-type BusyAcc = FxMap<i64, Vec<(i64, i64, i64)>>;
-impl Aggregate<BusyAcc, String> for Busy {
-    fn init(&self, _: &mut Context<'_>) -> rusqlite::Result<BusyAcc> {
-        Ok(FxMap::default())
-    }
-    fn step(&self, ctx: &mut Context<'_>, acc: &mut BusyAcc) -> rusqlite::Result<()> {
-        let gpu = int(ctx, 0).unwrap_or(-1);
-        if gpu < 0 {
-            return Ok(());
-        }
-        let (q, s, e) = (int(ctx, 1).unwrap_or(0), int(ctx, 2).unwrap_or(0), int(ctx, 3).unwrap_or(0));
-        acc.entry(gpu).or_default().push((s, e.max(s), q));
-        Ok(())
-    }
-    fn finalize(&self, _: &mut Context<'_>, acc: Option<BusyAcc>) -> rusqlite::Result<String> {
-        let acc = acc.unwrap_or_default();
-        let first = acc.values().flatten().map(|x| x.0).min().unwrap_or(0);
-        let last = acc.values().flatten().map(|x| x.1).max().unwrap_or(0);
-        let wall = (last - first).max(1);
-        let bin = ((wall + TIMELINE_BINS as i64 - 1) / TIMELINE_BINS as i64).max(1);
-        let mut devices = vec![];
-        let mut gpus: Vec<_> = acc.into_iter().collect();
-        gpus.sort_by_key(|g| g.0);
-        for (gpu, mut iv) in gpus {
-            iv.sort_unstable();
-            let mut union = 0i64;
-            let mut run_end = i64::MIN;
-            let mut bins = vec![0f64; TIMELINE_BINS];
-            let mut queues: BTreeMap<i64, (i64, i64, i64)> = BTreeMap::new(); // q -> (ops, union, run_end)
-            let mut add_bins = |s: i64, e: i64| {
-                // spread [s, e) over the bins it covers (integer ns: always progresses)
-                let mut t = s;
-                while t < e {
-                    let b = (((t - first) / bin) as usize).min(TIMELINE_BINS - 1);
-                    let bin_end = if b == TIMELINE_BINS - 1 { e } else { (first + (b as i64 + 1) * bin).min(e) };
-                    bins[b] += (bin_end - t) as f64;
-                    t = bin_end;
-                }
-            };
-            let n = iv.len() as i64;
-            for &(s, e, q) in &iv {
-                let from = s.max(run_end);
-                if e > from {
-                    union += e - from;
-                    add_bins(from, e);
-                }
-                run_end = run_end.max(e);
-                let qe = queues.entry(q).or_insert((0, 0, i64::MIN));
-                qe.0 += 1;
-                let from = s.max(qe.2);
-                if e > from {
-                    qe.1 += e - from;
-                }
-                qe.2 = qe.2.max(e);
-            }
-            let timeline: Vec<f64> = bins.iter().map(|b| (b / bin as f64).clamp(0.0, 1.0)).collect();
-            devices.push(json!({
-                "gpu": gpu, "ops": n, "busy_ns": union, "wall_ns": last - first,
-                "queues": queues.iter().map(|(q, v)| json!([q, v.0, v.1])).collect::<Vec<_>>(),
-                "timeline": timeline,
-            }));
-        }
-        Ok(json!({"first": first, "last": last, "devices": devices}).to_string())
-    }
-}
-
 pub(super) fn register(conn: &Connection) -> Result<()> {
     let f = FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC;
     conn.create_aggregate_function("rtl_group", 3, f, Group)?;
     conn.create_aggregate_function("rtl_group", 5, f, Group)?;
     conn.create_aggregate_function("rtl_quantiles", 1, f, Quantiles)?;
     conn.create_aggregate_function("rtl_distinct", 1, f, Distinct)?;
-    conn.create_aggregate_function("rtl_busy", 4, f, Busy)?;
     Ok(())
 }
 

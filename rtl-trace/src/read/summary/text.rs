@@ -7,7 +7,7 @@ use anyhow::Result;
 use super::data::Summary;
 
 /// Human duration: 1.23 s, 4.56 ms, 7.89 us, 12 ns.
-pub(crate) fn dur(ns: i64) -> String {
+pub fn dur(ns: i64) -> String {
     let a = ns.unsigned_abs() as f64;
     let sign = if ns < 0 { "-" } else { "" };
     if a >= 1e9 {
@@ -21,7 +21,7 @@ pub(crate) fn dur(ns: i64) -> String {
     }
 }
 
-fn clip(s: &str, n: usize) -> String {
+pub(super) fn clip(s: &str, n: usize) -> String {
     if s.chars().count() <= n {
         s.to_string()
     } else {
@@ -32,7 +32,7 @@ fn clip(s: &str, n: usize) -> String {
 }
 
 /// Left-aligned first column, right-aligned others.
-fn table(out: &mut dyn Write, head: &[&str], rows: &[Vec<String>]) -> Result<()> {
+pub(super) fn table(out: &mut dyn Write, head: &[&str], rows: &[Vec<String>]) -> Result<()> {
     let mut w: Vec<usize> = head.iter().map(|h| h.chars().count()).collect();
     for r in rows {
         for (i, c) in r.iter().enumerate() {
@@ -46,7 +46,7 @@ fn table(out: &mut dyn Write, head: &[&str], rows: &[Vec<String>]) -> Result<()>
             if i > 0 {
                 s.push_str("  ");
             }
-            if i == 0 || head[i] == "command" {
+            if i == 0 || ["command", "in flight", "style", "window"].contains(&head[i]) {
                 s.push_str(c);
                 s.push_str(&" ".repeat(pad));
             } else {
@@ -70,6 +70,7 @@ pub(super) fn write_text(s: &Summary, out: &mut dyn Write) -> Result<()> {
     // user's text (crate::term).
     use crate::term::escape;
     writeln!(out, "Trace {}", escape(&s.source))?;
+    super::text_sections::header(s, out)?;
     for line in &s.incomplete {
         writeln!(out, "  {line}")?;
     }
@@ -100,17 +101,20 @@ pub(super) fn write_text(s: &Summary, out: &mut dyn Write) -> Result<()> {
             .iter()
             .map(|o| {
                 vec![
-                    clip(&escape(&o.name), 70),
+                    clip(&escape(&o.name), 60),
                     o.stat.count.to_string(),
                     dur(o.stat.sum),
                     dur(o.stat.mean()),
                     dur(o.stat.min),
+                    dur(o.pct.p50),
+                    dur(o.pct.p90),
+                    dur(o.pct.p99),
                     dur(o.stat.max),
                     format!("{:.1}%", o.pct_gpu_time),
                 ]
             })
             .collect();
-        table(out, &["name", "calls", "total", "mean", "min", "max", "% GPU"], &rows)?;
+        table(out, &["name", "calls", "total", "mean", "min", "p50", "p90", "p99", "max", "% GPU"], &rows)?;
     }
     writeln!(out)?;
     if !s.launch_sites.is_empty() {
@@ -143,15 +147,19 @@ pub(super) fn write_text(s: &Summary, out: &mut dyn Write) -> Result<()> {
                     a.stat.count.to_string(),
                     dur(a.stat.sum),
                     dur(a.stat.mean()),
+                    dur(a.pct.p50),
+                    dur(a.pct.p90),
+                    dur(a.pct.p99),
                     dur(a.stat.max),
                     a.errors.to_string(),
                     a.unclosed.to_string(),
                 ]
             })
             .collect();
-        table(out, &["api", "calls", "total", "mean", "max", "errors", "unclosed"], &rows)?;
+        table(out, &["api", "calls", "total", "mean", "p50", "p90", "p99", "max", "errors", "unclosed"], &rows)?;
     }
     writeln!(out)?;
+    super::text_sections::ranges(s, out)?;
     writeln!(out, "GPU busy (over the GPU span {})", dur(s.gpu_last_ns - s.gpu_first_ns))?;
     if s.busy.is_empty() {
         writeln!(out, "  (no GPU ops)")?;
@@ -166,6 +174,8 @@ pub(super) fn write_text(s: &Summary, out: &mut dyn Write) -> Result<()> {
         table(out, &["device / queue", "ops", "busy", "busy %"], &rows)?;
     }
     writeln!(out)?;
+    super::text_sections::occupancy(s, out)?;
+    super::text_sections::idle_gaps(s, out)?;
     writeln!(out, "Processes")?;
     if s.processes.is_empty() {
         writeln!(out, "  (none)")?;
@@ -181,11 +191,12 @@ pub(super) fn write_text(s: &Summary, out: &mut dyn Write) -> Result<()> {
                     dur(p.api.sum),
                     p.gpu_ops.to_string(),
                     dur(p.gpu_time_ns),
+                    if p.gpus.is_empty() { "-".into() } else { p.gpus.iter().map(|g| g.0.to_string()).collect::<Vec<_>>().join(",") },
                     clip(&escape(&cmd), 60),
                 ]
             })
             .collect();
-        table(out, &["pid", "API calls", "API time", "GPU ops", "GPU time", "command"], &rows)?;
+        table(out, &["pid", "API calls", "API time", "GPU ops", "GPU time", "GPUs", "command"], &rows)?;
     }
     writeln!(out)?;
     match &s.launch_latency {
@@ -203,6 +214,7 @@ pub(super) fn write_text(s: &Summary, out: &mut dyn Write) -> Result<()> {
         )?,
         None => writeln!(out, "Launch latency: no API->op links in this trace")?,
     }
+    super::text_sections::latency_detail(s, out)?;
     if !s.gpu_links.is_empty() {
         let by: Vec<String> = s.gpu_links.iter().map(|(k, v)| format!("{k} {v}")).collect();
         writeln!(out, "GPU op links (how each op's API call was found): {}", by.join(", "))?;
