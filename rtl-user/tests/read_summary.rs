@@ -237,3 +237,92 @@ fn summary_error_codes_negative_and_non_hip() {
         assert!(!codes.iter().any(|e| e["api"] == n), "{n} is no failure: {codes:?}");
     }
 }
+
+/// The sections added for issue 16, exact on the hand-built two-process trace: percentiles,
+/// roctx ranges, idle gaps with the calls in flight, process -> GPU, launch-latency histogram
+/// and per kernel, the header.
+#[test]
+fn summary_percentiles_ranges_gaps_and_header() {
+    let d = tmpdir();
+    let db = sample_trace(&d.path().join("t.db"), "nodeA", 0);
+    let s = json_summary(&db);
+    let k = s["kernels"].as_array().unwrap();
+    let kern = |n: &str| k.iter().find(|x| x["name"] == n).unwrap_or_else(|| panic!("{n}"));
+    // reduce: op durations 10 000, 4 000, 2 000, 1 000 ns
+    let r = kern("reduce(float*, int)");
+    assert_eq!((r["p50_ns"].as_i64(), r["p90_ns"].as_i64(), r["p99_ns"].as_i64()), (Some(2_000), Some(10_000), Some(10_000)));
+    assert_eq!(kern("vectorAdd(float*, float*, float*, int)")["p50_ns"], 10_000);
+    let apis = s["apis"].as_array().unwrap();
+    let api = |n: &str| apis.iter().find(|a| a["name"] == n).unwrap();
+    // hipLaunchKernel: 5 000 and 4 000 ns; hipModuleLaunchKernel: 4 000, 1 000, 1 000.
+    assert_eq!((api("hipLaunchKernel")["p50_ns"].as_i64(), api("hipLaunchKernel")["p99_ns"].as_i64()), (Some(4_000), Some(5_000)));
+    assert_eq!(
+        (api("hipModuleLaunchKernel")["p50_ns"].as_i64(), api("hipModuleLaunchKernel")["p90_ns"].as_i64()),
+        (Some(1_000), Some(4_000))
+    );
+    assert_eq!(api("hipModuleLaunchKernel")["percentiles_sampled_every"], 1);
+
+    // One roctx range, opened by roctxRangePushA: 1 200 .. 30 200 ns.
+    let rg = &s["ranges"][0];
+    assert_eq!((rg["name"].as_str(), rg["style"].as_str(), rg["count"].as_i64()), (Some("phase1"), Some("push/pop"), Some(1)));
+    assert_eq!((rg["total_ns"].as_i64(), rg["p50_ns"].as_i64(), rg["pct_time"].as_f64()), (Some(29_000), Some(29_000), Some(100.0)));
+
+    // GPU 1's union has three 1 us gaps (22-23, 27-28, 30-31 us); GPU 0 none. During 30-31 us
+    // roctxRangePop (30.0-30.4 us) was in flight; during the others nothing was.
+    let idle = s["idle_gaps"].as_array().unwrap();
+    assert_eq!(idle.len(), 3);
+    let starts: Vec<i64> = idle.iter().map(|g| g["start_ns"].as_i64().unwrap()).collect();
+    assert_eq!(starts, vec![22_000, 27_000, 30_000], "equal gaps in time order");
+    assert!(idle.iter().all(|g| g["gpu"] == 1 && g["duration_ns"] == 1_000));
+    assert_eq!(idle[0]["in_flight"], serde_json::json!([]));
+    assert_eq!(idle[2]["in_flight"], serde_json::json!([{"api": "roctxRangePop", "calls": 1, "overlap_ns": 400}]));
+    // No graph launch: occupancy over each device's span.
+    let occ = s["check_metrics"]["occupancy"].as_array().unwrap();
+    assert_eq!((occ[0]["window"].as_str(), occ[0]["occupancy"].as_f64()), (Some("span"), Some(1.0)));
+    assert_eq!((occ[1]["window_ns"].as_i64(), occ[1]["busy_ns"].as_i64()), (Some(20_000), Some(17_000)));
+
+    // Process -> GPU.
+    let p = s["processes"].as_array().unwrap();
+    assert_eq!(p[0]["gpus"], serde_json::json!([{"gpu": 0, "gpu_ops": 3, "gpu_time_ns": 25_000}]));
+    assert_eq!(p[1]["gpus"], serde_json::json!([{"gpu": 1, "gpu_ops": 2, "gpu_time_ns": 14_000}]));
+
+    // Latencies 7 000, 7 000, 8 000, 7 000 (5-10 us) and 13 000 (10-20 us).
+    assert_eq!(
+        s["launch_latency"]["histogram"],
+        serde_json::json!([{"lo_ns": 5_000, "hi_ns": 10_000, "count": 4}, {"lo_ns": 10_000, "hi_ns": 20_000, "count": 1}])
+    );
+    let lat = s["launch_latency_per_kernel"].as_array().unwrap();
+    let red = lat.iter().find(|x| x["name"] == "reduce(float*, int)").unwrap();
+    assert_eq!((red["count"].as_i64(), red["min_ns"].as_i64(), red["max_ns"].as_i64()), (Some(2), Some(7_000), Some(13_000)));
+
+    // Header: the host; no start time or mode in this file: left out, not invented.
+    assert_eq!(s["header"]["host"], "nodeA");
+    assert!(s["header"]["date_utc"].is_null() && s["header"]["command"].is_null());
+
+    // Text and HTML show the same sections.
+    let mut out = Vec::new();
+    summary(&db, &SummaryOptions { json: false, html: Some(d.path().join("r.html")), top: 20, linked_only: false }, &mut out).unwrap();
+    let text = String::from_utf8(out).unwrap();
+    for want in [
+        "  host nodeA | clock CLOCK_MONOTONIC",
+        "roctx / NVTX ranges by total time",
+        "  phase1  push/pop      1  29.00 us  29.00 us  29.00 us  29.00 us  29.00 us  29.00 us  29.00 us  100.0%",
+        "Largest GPU idle gaps",
+        "GPU 1   1.00 us  +29.00 us  roctxRangePop x1 (400 ns)",
+        "GPU 1   1.00 us  +21.00 us  (no traced API call)",
+        "  histogram (ops per latency bucket):",
+        "Launch latency per kernel (most ops first)",
+    ] {
+        assert!(text.contains(want), "missing {want:?} in:\n{text}");
+    }
+    let page = std::fs::read_to_string(d.path().join("r.html")).unwrap();
+    for want in [
+        "<h2>roctx / NVTX ranges</h2>",
+        "<h2>Largest GPU idle gaps</h2>",
+        "Launch latency histogram",
+        "<th>p99</th>",
+        "<h2>Occupancy and inter-op gaps</h2>",
+    ] {
+        assert!(page.contains(want), "missing {want:?} in the HTML");
+    }
+}

@@ -257,19 +257,6 @@ pub(super) fn latency(s: &Summary) -> String {
     o
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn elides_in_the_middle() {
-        assert_eq!(elide_middle("short", 10), "short");
-        let e = elide_middle("void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>>(int, float*)", 40);
-        assert_eq!(e.chars().count(), 40);
-        assert!(e.starts_with("void at::native::vectorize…") && e.ends_with("(int, float*)"), "{e}");
-    }
-}
-
 /// The kernel table under the chart: counts, totals, percentiles (long names elided).
 pub(super) fn kernels_table(s: &Summary) -> String {
     let mut o = String::new();
@@ -295,4 +282,17 @@ pub(super) fn kernels_table(s: &Summary) -> String {
     }
     o.push_str("</table>");
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn elides_in_the_middle() {
+        assert_eq!(elide_middle("short", 10), "short");
+        let e = elide_middle("void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>>(int, float*)", 40);
+        assert_eq!(e.chars().count(), 40);
+        assert!(e.starts_with("void at::native::vectorize…") && e.ends_with("(int, float*)"), "{e}");
+    }
 }

@@ -151,12 +151,15 @@ pub(super) fn latency_detail(s: &Summary, out: &mut dyn Write) -> Result<()> {
     };
     let (first, last) = (l.histogram.iter().position(|&n| n > 0), l.histogram.iter().rposition(|&n| n > 0));
     if let (Some(a), Some(b)) = (first, last) {
+        writeln!(out, "  histogram (ops per latency bucket):")?;
         for i in a..=b {
             let n = l.histogram[i];
-            writeln!(out, "  {:>21}  {:>8}  {}", label(i), n, "#".repeat(((n * 40 + max - 1) / max) as usize))?;
+            let line = format!("  {:>21}  {:>8}  {}", label(i), n, "#".repeat(((n * 40 + max - 1) / max) as usize));
+            writeln!(out, "{}", line.trim_end())?;
         }
     }
     if !s.kernel_latency.is_empty() {
+        writeln!(out)?;
         writeln!(out, "Launch latency per kernel (most ops first)")?;
         let rows: Vec<Vec<String>> = s
             .kernel_latency
