@@ -23,6 +23,7 @@ mod open;
 mod perfetto_json;
 mod perfetto_proto;
 mod rocpd_sdk;
+mod sdk_import;
 pub mod sites;
 mod summary;
 mod timeline;

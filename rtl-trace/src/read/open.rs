@@ -174,6 +174,9 @@ fn open_inner(path: &Path, facts: ApiFacts) -> Result<Trace> {
         anyhow::bail!("{name}: was replaced while being opened");
     }
     tune(&conn, &name)?;
+    if super::sdk_import::is_sdk(&conn)? {
+        return from_sdk(&name, &conn);
+    }
     let report = migrate::check(&conn)?;
     if !report.changed() {
         return Ok(Trace { conn, uri, _copy: None, copied: false });
@@ -227,6 +230,22 @@ fn private_copy(name: &str, f: &mut File, sides: &mut [Side], facts: ApiFacts) -
     // Fold a log into the copy, so that the read-only reopens see one plain file.
     conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE); PRAGMA journal_mode = DELETE;")
         .with_context(|| format!("{name}: applying its write-ahead log to the working copy"))?;
+    let uri = file_uri(&copy, "mode=ro&immutable=1");
+    Ok(Trace { conn, uri, _copy: Some(dir), copied: true })
+}
+
+/// A rocprofiler-sdk rocpd file: its data read into a trace in a private directory
+/// ([`super::sdk_import`]); the file itself is only read.
+fn from_sdk(name: &str, sdk: &Connection) -> Result<Trace> {
+    let dir = tempfile::Builder::new()
+        .prefix("rtl-read-")
+        .tempdir()
+        .with_context(|| format!("{name}: cannot make a private directory for a working copy (set TMPDIR)"))?;
+    let copy = dir.path().join("trace.db");
+    super::sdk_import::import(name, sdk, &copy).with_context(|| format!("{name}: reading a rocprofiler-sdk rocpd database"))?;
+    let conn = Connection::open_with_flags(&copy, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
+        .with_context(|| format!("{name}: cannot open its working copy"))?;
+    tune(&conn, name)?;
     let uri = file_uri(&copy, "mode=ro&immutable=1");
     Ok(Trace { conn, uri, _copy: Some(dir), copied: true })
 }

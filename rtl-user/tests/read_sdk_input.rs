@@ -1,0 +1,96 @@
+//! Issue 18: `summary`, `check` and `convert` read a rocprofiler-sdk rocpd database. The golden
+//! demo trace is converted to the SDK's schema, then read back (through our views, and through
+//! the SDK's own view SQL, unchanged, in place of ours): kernels, copies, API calls, links and
+//! GPU busy come back as the trace had them (barriers aside: the SDK schema has no table for
+//! them, and `convert` leaves them out).
+mod common;
+mod read_common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use rusqlite::Connection;
+use serde_json::Value;
+
+fn golden() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden/demo.db")
+}
+
+fn summary(db: &Path) -> Value {
+    let o = Command::new(common::rtl()).args(["summary", "--json", "--top", "0"]).arg(db).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+fn sdk_sql(file: &str, uuid: &str, guid: &str) -> String {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/rocprofiler-sdk-rocpd").join(file);
+    std::fs::read_to_string(&p).unwrap().replace("{{uuid}}", uuid).replace("{{guid}}", guid)
+}
+
+/// What must survive the round trip: kernels and copies (calls, total ns) by name, API calls by
+/// name, GPU busy per device, the links to non-barrier ops.
+fn essentials(s: &Value) -> (BTreeMap<String, (i64, i64)>, BTreeMap<String, i64>, Vec<i64>, i64) {
+    let kernels = s["kernels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|k| k["op_type"] != "Barrier")
+        .map(|k| (k["name"].as_str().unwrap().to_string(), (k["calls"].as_i64().unwrap(), k["total_ns"].as_i64().unwrap())))
+        .collect();
+    let apis =
+        s["apis"].as_array().unwrap().iter().map(|a| (a["name"].as_str().unwrap().to_string(), a["calls"].as_i64().unwrap())).collect();
+    let busy = s["gpu_busy"]["devices"].as_array().unwrap().iter().map(|d| d["busy_ns"].as_i64().unwrap()).collect();
+    let barriers =
+        s["kernels"].as_array().unwrap().iter().filter(|k| k["op_type"] == "Barrier").map(|k| k["calls"].as_i64().unwrap()).sum::<i64>();
+    (kernels, apis, busy, s["totals"]["api_op_links"].as_i64().unwrap() - barriers)
+}
+
+#[test]
+fn an_sdk_rocpd_file_reads_back_as_the_trace_it_came_from() {
+    let d = read_common::tmpdir();
+    let sdk = d.path().join("sdk.db");
+    let o = Command::new(common::rtl()).arg("convert").arg(golden()).args(["--format", "rocpd-sdk", "-o"]).arg(&sdk).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let before = std::fs::read(&sdk).unwrap();
+
+    let want = essentials(&summary(&golden()));
+    assert!(!want.0.is_empty() && want.3 > 0);
+    let ours = summary(&sdk);
+    assert_eq!(essentials(&ours), want, "through the file's own views");
+    assert_eq!(ours["metadata"]["source_format"], "rocprofiler-sdk rocpd");
+    assert_eq!(ours["header"]["host"], summary(&golden())["header"]["host"]);
+    assert_eq!(std::fs::read(&sdk).unwrap(), before, "the SDK file is only read");
+
+    // The SDK's own view SQL in place of ours.
+    let c = Connection::open(&sdk).unwrap();
+    let meta: BTreeMap<String, String> = c
+        .prepare("SELECT tag, value FROM rocpd_metadata")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let views: Vec<String> = c
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'view'")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    for v in views {
+        c.execute_batch(&format!("DROP VIEW `{v}`")).unwrap();
+    }
+    for f in ["rocpd_views.sql", "data_views.sql", "marker_views.sql", "summary_views.sql"] {
+        c.execute_batch(&sdk_sql(f, &meta["uuid"], &meta["guid"])).unwrap();
+    }
+    drop(c);
+    assert_eq!(essentials(&summary(&sdk)), want, "through the SDK's own views");
+
+    // convert and check read it too.
+    let pf = d.path().join("sdk.pftrace");
+    let o = Command::new(common::rtl()).arg("convert").arg(&sdk).arg("-o").arg(&pf).output().unwrap();
+    assert!(o.status.success() && pf.metadata().unwrap().len() > 0, "{}", String::from_utf8_lossy(&o.stderr));
+    let o = Command::new(common::rtl()).arg("check").arg(&sdk).args(["--max-mean", "hipLaunchKernel=1s"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stdout));
+}
