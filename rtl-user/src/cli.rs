@@ -52,6 +52,7 @@ Examples:
   rtl-ebpf summary t.db --top 0             # every kernel and API
   rtl-ebpf summary t.db --json | jq .lost   # the loss counters
   rtl-ebpf summary t.db --html report.html  # also an HTML page
+  rtl-ebpf summary rocprofv3.db t.db        # two runs side by side
 
 The trace is only read, never written (an older layout is migrated
 in a private copy).";
@@ -140,9 +141,10 @@ pub enum Command {
     /// Summarise a trace: top kernels, top APIs, GPU busy, per process, latency, drops.
     #[command(after_help = SUMMARY_AFTER)]
     Summary {
-        /// The trace to read (an rtl-ebpf, RPD or rocm-trace-lite SQLite file).
-        #[arg(value_name = "TRACE")]
-        trace: PathBuf,
+        /// The trace to read (an rtl-ebpf, RPD, rocm-trace-lite or rocprofiler-sdk rocpd SQLite
+        /// file); with a second one, the two side by side with their differences (B - A).
+        #[arg(value_name = "TRACE", required = true, num_args = 1..=2)]
+        traces: Vec<PathBuf>,
         /// Machine-readable JSON instead of tables.
         #[arg(long)]
         json: bool,

@@ -68,9 +68,13 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             opts.as_root = as_root;
             trace(Mode::Run(cmd), &opts)?
         }
-        Some(Command::Summary { trace, json, html, top, linked_only }) => {
+        Some(Command::Summary { traces, json, html, top, linked_only }) => {
             let opts = read::SummaryOptions { json, html, top, linked_only };
-            read::summary(&trace, &opts, &mut stdout)?;
+            match traces.as_slice() {
+                [one] => read::summary(one, &opts, &mut stdout)?,
+                [a, b] => read::summary_compare(a, b, &opts, &mut stdout)?,
+                _ => unreachable!("clap takes one or two traces"),
+            }
             0
         }
         Some(Command::Check { trace, min_occupancy, max_gaps, max_mean, max_p99, thresholds, window, linked_only, json }) => {

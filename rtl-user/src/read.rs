@@ -25,6 +25,11 @@ pub fn summary(db: &Path, opts: &SummaryOptions, out: &mut dyn Write) -> Result<
     rtl_trace::read::summary(db, meaning_of, opts, out)
 }
 
+/// [`rtl_trace::read::summary_compare`].
+pub fn summary_compare(a: &Path, b: &Path, opts: &SummaryOptions, out: &mut dyn Write) -> Result<()> {
+    rtl_trace::read::summary_compare(a, b, meaning_of, opts, out)
+}
+
 /// [`rtl_trace::read::summary_data`].
 pub fn summary_data(db: &Path, top: usize) -> Result<Summary> {
     rtl_trace::read::summary_data(db, meaning_of, top)

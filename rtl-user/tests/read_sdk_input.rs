@@ -94,3 +94,66 @@ fn an_sdk_rocpd_file_reads_back_as_the_trace_it_came_from() {
     let o = Command::new(common::rtl()).arg("check").arg(&sdk).args(["--max-mean", "hipLaunchKernel=1s"]).output().unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stdout));
 }
+
+#[test]
+fn summary_of_two_traces_shows_both_and_the_differences() {
+    let d = read_common::tmpdir();
+    let sdk = d.path().join("sdk.db");
+    let o = Command::new(common::rtl()).arg("convert").arg(golden()).args(["--format", "rocpd-sdk", "-o"]).arg(&sdk).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // A: the SDK file; B: the trace, with two calls of hipLaunchKernel made 1 us longer.
+    let b = d.path().join("b.db");
+    std::fs::copy(golden(), &b).unwrap();
+    let c = Connection::open(&b).unwrap();
+    let n = c
+        .execute(
+            "UPDATE rocpd_api SET end = end + 1000 WHERE id IN (SELECT a.id FROM rocpd_api a JOIN rocpd_string s ON s.id = a.apiName_id
+             WHERE s.string = 'hipLaunchKernel' ORDER BY a.id LIMIT 2)",
+            [],
+        )
+        .unwrap();
+    assert_eq!(n, 2);
+    drop(c);
+    let o = Command::new(common::rtl()).args(["summary", "--json"]).arg(&sdk).arg(&b).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let j: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["a"]["metadata"]["source_format"], "rocprofiler-sdk rocpd");
+    assert!(j["b"]["metadata"]["source_format"].is_null());
+    for k in j["diff"]["kernels"].as_array().unwrap() {
+        if k["name"] == "Barrier" {
+            assert!(k["a"].is_null() && k["b"]["calls"].as_i64().unwrap() > 0, "{k}: barriers are not in the SDK schema");
+        } else {
+            assert_eq!(k["diff_total_ns"], 0, "{k}");
+            assert_eq!(k["a"]["calls"], k["b"]["calls"], "{k}");
+        }
+    }
+    let apis = j["diff"]["apis"].as_array().unwrap();
+    for a in apis {
+        let want = if a["name"] == "hipLaunchKernel" { 2000 } else { 0 };
+        assert_eq!(a["diff_total_ns"], want, "{a}");
+    }
+    assert_eq!(j["diff"]["gpu_busy"][0]["diff_busy_ns"], 0);
+
+    let o = Command::new(common::rtl()).args(["summary", "--top", "0"]).arg(&sdk).arg(&b).output().unwrap();
+    let t = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{t}");
+    for want in
+        ["Comparing A = ", "  A: rocprofiler-sdk rocpd | host ", "  B: rtl-ebpf | host ", "GPU kernels and ops: A vs B", "GPU busy: A vs B"]
+    {
+        assert!(t.contains(want), "missing {want:?} in:\n{t}");
+    }
+    let line = t.lines().find(|l| l.trim_start().starts_with("hipLaunchKernel ")).unwrap();
+    assert!(line.contains(" 2.00 us ") && line.contains("12       12"), "{line}");
+    assert!(t.lines().any(|l| l.trim_start().starts_with("Barrier ") && l.contains(" - ")), "{t}");
+
+    let o = Command::new(common::rtl())
+        .args(["summary", "--html", d.path().join("r.html").to_str().unwrap()])
+        .arg(&sdk)
+        .arg(&b)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--html reports one trace"));
+    let o = Command::new(common::rtl()).arg("summary").arg(&sdk).arg(&b).arg(&b).output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "three traces: a usage error");
+}

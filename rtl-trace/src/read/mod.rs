@@ -34,5 +34,7 @@ pub use open::{open_trace, Trace};
 pub use perfetto_json::convert_perfetto_json;
 pub use perfetto_proto::convert_perfetto_proto;
 pub use rocpd_sdk::{convert_rocpd_sdk, SdkStats, SDK_SCHEMA_VERSION};
-pub use summary::{summary, summary_data, summary_data_of, summary_data_with, DataOptions, Summary, SummaryOptions, Window, TIMELINE_BINS};
+pub use summary::{
+    summary, summary_compare, summary_data, summary_data_of, summary_data_with, DataOptions, Summary, SummaryOptions, Window, TIMELINE_BINS,
+};
 pub use timeline::GPU_PID_BASE;

@@ -23,6 +23,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Result;
 
 mod build;
+mod compare;
 mod data;
 mod gaps;
 mod header;
@@ -80,6 +81,27 @@ pub fn summary(db: &Path, facts: crate::api_meaning::ApiFacts, opts: &SummaryOpt
         writeln!(out)?;
     } else {
         text::write_text(&s, out)?;
+    }
+    Ok(())
+}
+
+/// `rtl-ebpf summary A B`: the two traces side by side with their differences
+/// ([`compare`]): tables, or JSON (`{"a", "b", "diff"}`) with `opts.json`. `--html` takes one
+/// trace.
+pub fn summary_compare(a: &Path, b: &Path, facts: crate::api_meaning::ApiFacts, opts: &SummaryOptions, out: &mut dyn Write) -> Result<()> {
+    if opts.html.is_some() {
+        return Err(anyhow::anyhow!(crate::error::Fatal::Usage(
+            "--html reports one trace: give one TRACE with --html (the comparison of two is text or --json)".into()
+        )));
+    }
+    let data =
+        |db: &Path| build::summary_data_with(db, facts, &DataOptions { top: 0, linked_only: opts.linked_only, ..Default::default() });
+    let (sa, sb) = (data(a)?, data(b)?);
+    if opts.json {
+        out.write_all(crate::term::json(serde_json::to_string_pretty(&compare::compare_json(&sa, &sb))?).as_bytes())?;
+        writeln!(out)?;
+    } else {
+        compare::write_compare(&sa, &sb, opts.top, out)?;
     }
     Ok(())
 }
