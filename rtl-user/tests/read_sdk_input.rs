@@ -30,7 +30,10 @@ fn sdk_sql(file: &str, uuid: &str, guid: &str) -> String {
 
 /// What must survive the round trip: kernels and copies (calls, total ns) by name, API calls by
 /// name, GPU busy per device, the links to non-barrier ops.
-fn essentials(s: &Value) -> (BTreeMap<String, (i64, i64)>, BTreeMap<String, i64>, Vec<i64>, i64) {
+/// (kernels: name -> (calls, total ns), APIs: name -> calls, busy ns per GPU, links to non-barrier ops)
+type Essentials = (BTreeMap<String, (i64, i64)>, BTreeMap<String, i64>, Vec<i64>, i64);
+
+fn essentials(s: &Value) -> Essentials {
     let kernels = s["kernels"]
         .as_array()
         .unwrap()

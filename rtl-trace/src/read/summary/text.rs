@@ -70,10 +70,10 @@ pub(super) fn write_text(s: &Summary, out: &mut dyn Write) -> Result<()> {
     // user's text (crate::term).
     use crate::term::escape;
     writeln!(out, "Trace {}", escape(&s.source))?;
-    super::text_sections::header(s, out)?;
     for line in &s.incomplete {
         writeln!(out, "  {line}")?;
     }
+    super::text_sections::header(s, out)?;
     writeln!(
         out,
         "  span {} | {} API calls | {} GPU ops ({} GPU time) | {} roctx markers | {} API->op links",
