@@ -2,8 +2,7 @@
 //! trace whose occupancy, gaps and API durations are known exactly, the thresholds file, and the
 //! same metrics in `summary --json`; then a traced graph replay on the ROCm simulator, whose
 //! occupancy and inter-op gaps are computed from the simulator's ground truth.
-mod common;
-mod read_common;
+use crate::{common, read_common};
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -3,8 +3,7 @@
 //! the SDK's own view SQL, unchanged, in place of ours): kernels, copies, API calls, links and
 //! GPU busy come back as the trace had them (barriers aside: the SDK schema has no table for
 //! them, and `convert` leaves them out).
-mod common;
-mod read_common;
+use crate::{common, read_common};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
