@@ -23,11 +23,20 @@ pub(crate) const LOSS_WORDS: &[&str] = &[
     // left unwritten when interrupted twice)
     "discard",
     "abandon",
+    // strings_unreadable (a string argument kept empty), agent_copies_untimed (copies whose
+    // times were never read)
+    "unreadable",
+    "copies_untimed",
 ];
+
+/// Tags with a loss word that count no loss: loader events after which the process ran on
+/// because it had loaded nothing rtl-ebpf probes.
+const NOT_LOSS: &[&str] = &["loader_events_skipped"];
 
 pub(crate) fn is_drop_tag(tag: &str) -> bool {
     let t = tag.to_ascii_lowercase();
-    LOSS_WORDS.iter().any(|k| t.contains(k))
+    let base = t.rsplit('.').next().unwrap_or(&t);
+    !NOT_LOSS.contains(&base) && LOSS_WORDS.iter().any(|k| t.contains(k))
 }
 
 /// Metadata tags that hold text even when it looks like a number.
@@ -128,5 +137,20 @@ fn debug_strings(s: &str) -> Option<Vec<String>> {
             }
         }
         out.push(cur);
+    }
+}
+
+#[cfg(test)]
+mod loss_tag_tests {
+    use super::is_drop_tag;
+
+    #[test]
+    fn loss_counters_are_told_from_others() {
+        for t in ["ringbuf_drops", "strings_unreadable", "agent_copies_untimed", "agent_graph_batches_skipped", "gpu_join_calls_dropped"] {
+            assert!(is_drop_tag(t), "{t} counts lost data");
+        }
+        for t in ["loader_events_skipped", "strings_read_at_return", "loader_stops", "gpu_join_calls_peak", "agent_batches"] {
+            assert!(!is_drop_tag(t), "{t} counts no loss");
+        }
     }
 }
