@@ -2,7 +2,7 @@
 //!
 //! | variable | values | default | meaning |
 //! | --- | --- | --- | --- |
-//! | `RTL_AGENT_GPU` | `auto`, `clr`, `hsa`, `none` | `auto` | GPU source. `clr`: hipProfiler*Ext. `hsa`: HSA signal capture (needs the agent in `HSA_TOOLS_LIB`; add it to `LD_PRELOAD` too so `_exit` is flushed). `auto`: hipProfiler*Ext when the loaded libamdhip64 has it, else HSA capture when loaded through `HSA_TOOLS_LIB`. `none`: agent off. |
+//! | `RTL_AGENT_GPU` | `auto`, `clr`, `hsa`, `cupti`, `none` (`rtl_common::GpuSource`) | `auto` | GPU source. `clr`: hipProfiler*Ext. `hsa`: HSA signal capture (needs the agent in `HSA_TOOLS_LIB`; add it to `LD_PRELOAD` too so `_exit` is flushed). `auto`: hipProfiler*Ext when the loaded libamdhip64 has it, else HSA capture when loaded through `HSA_TOOLS_LIB`. `none`: agent off. |
 //! | `RTL_AGENT_DRAIN_MS` | 1..=60000 | 100 | Period of the publisher thread: GetRecords drains (no chunk callback) and queue flushes. |
 //! | `RTL_AGENT_WAIT_MS` | 0..=3600000 | 30000 | How long the publisher thread keeps looking for a libamdhip64 loaded after start (dlopen by Python etc.). |
 //! | `RTL_AGENT_GRAPH_NODES` (older name: `RTL_AGENT_HSA_BATCHES`) | `1` | unset | Time every node of every graph replay (`rtl-ebpf run --graph-nodes` sets it). HSA mode: also time every packet of multi-packet batches; off by default: rewriting signals inside batches breaks ROCr before 7.13 (HSA error 0x1009), so by default such batches are passed on untouched (counted) and each is timed as one span by two barrier packets of the agent's around it. CUPTI: per-node kernel/copy/memset records instead of one graph-level record (`CUPTI_ACTIVITY_KIND_GRAPH_TRACE`) per launch. |
@@ -19,19 +19,11 @@
 
 use std::ffi::OsString;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum GpuMode {
-    Auto,
-    Clr,
-    Hsa,
-    /// NVIDIA CUPTI activity records (`cupti`).
-    Cupti,
-    None,
-}
+pub use rtl_common::GpuSource;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Config {
-    pub gpu: GpuMode,
+    pub gpu: GpuSource,
     pub drain_ms: u64,
     pub wait_ms: u64,
     pub quiet: bool,
@@ -56,7 +48,7 @@ pub const DEFAULT_WAIT_MS: u64 = 30_000;
 impl Default for Config {
     fn default() -> Self {
         Config {
-            gpu: GpuMode::Auto,
+            gpu: GpuSource::Auto,
             drain_ms: DEFAULT_DRAIN_MS,
             wait_ms: DEFAULT_WAIT_MS,
             quiet: false,
@@ -89,17 +81,10 @@ impl Config {
         let mut w = Vec::new();
         let s = |k: &str| get(k).map(|v| v.to_string_lossy().into_owned());
         if let Some(v) = s("RTL_AGENT_GPU") {
-            c.gpu = match v.trim().to_ascii_lowercase().as_str() {
-                "" | "auto" => GpuMode::Auto,
-                "clr" => GpuMode::Clr,
-                "hsa" => GpuMode::Hsa,
-                "cupti" => GpuMode::Cupti,
-                "none" | "off" => GpuMode::None,
-                _ => {
-                    w.push(format!("RTL_AGENT_GPU={v:?} is not auto|clr|hsa|cupti|none; using auto"));
-                    GpuMode::Auto
-                }
-            };
+            c.gpu = GpuSource::parse(&v).unwrap_or_else(|| {
+                w.push(format!("RTL_AGENT_GPU={v:?} is not auto|clr|hsa|cupti|none; using auto"));
+                GpuSource::Auto
+            });
         }
         if let Some(v) = s("RTL_AGENT_DRAIN_MS") {
             c.drain_ms = num("RTL_AGENT_DRAIN_MS", &v, 1, 60_000, &mut w).unwrap_or(DEFAULT_DRAIN_MS);
@@ -175,11 +160,11 @@ mod tests {
         let (c, w) =
             parse(&[("RTL_AGENT_GPU", "HSA"), ("RTL_AGENT_DRAIN_MS", "5"), ("RTL_AGENT_QUIET", "1"), ("RTL_AGENT_DUMP", "/tmp/x")]);
         assert!(w.is_empty());
-        assert_eq!(c.gpu, GpuMode::Hsa);
+        assert_eq!(c.gpu, GpuSource::Hsa);
         assert_eq!(c.drain_ms, 5);
         assert!(c.quiet);
         assert_eq!(c.dump.as_deref(), Some(std::ffi::OsStr::new("/tmp/x")));
-        assert_eq!(parse(&[("RTL_AGENT_GPU", "cupti")]).0.gpu, GpuMode::Cupti);
+        assert_eq!(parse(&[("RTL_AGENT_GPU", "cupti")]).0.gpu, GpuSource::Cupti);
         assert!(parse(&[("RTL_AGENT_GRAPH_NODES", "1")]).0.graph_nodes);
         assert!(parse(&[("RTL_AGENT_HSA_BATCHES", "1")]).0.graph_nodes, "the older name");
         assert!(!parse(&[("RTL_AGENT_GRAPH_NODES", "0")]).0.graph_nodes);
@@ -188,5 +173,18 @@ mod tests {
         let (c, w) = parse(&[("RTL_AGENT_GPU", "cuda"), ("RTL_AGENT_DRAIN_MS", "0"), ("RTL_AGENT_WAIT_MS", "x"), ("RTL_AGENT_QUIET", "0")]);
         assert_eq!(w.len(), 3);
         assert_eq!(c, Config::default());
+    }
+
+    /// `RTL_AGENT_GPU` as the collector writes it (`GpuSource::name`, rtl-user's
+    /// `session/child.rs`) selects that source here, every one of them.
+    #[test]
+    fn every_source_the_collector_names_is_the_one_used() {
+        for g in GpuSource::ALL {
+            let (c, w) = parse(&[("RTL_AGENT_GPU", g.name())]);
+            assert!(w.is_empty(), "{g:?}: {w:?}");
+            assert_eq!(c.gpu, g);
+        }
+        assert_eq!(parse(&[("RTL_AGENT_GPU", "off")]).0.gpu, GpuSource::None);
+        assert_eq!(parse(&[("RTL_AGENT_GPU", "")]).0.gpu, GpuSource::Auto);
     }
 }

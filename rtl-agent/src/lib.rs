@@ -79,7 +79,7 @@ pub mod loaded;
 pub mod publish;
 pub mod thread_seq;
 
-use config::{Config, GpuMode};
+use config::{Config, GpuSource};
 use publish::INFO;
 
 // ---------------------------------------------------------------------------------------------
@@ -173,10 +173,10 @@ pub(crate) fn hsa_requested() -> bool {
         return false;
     }
     let want = match config().gpu {
-        GpuMode::Hsa => true,
+        GpuSource::Hsa => true,
         // auto prefers hipProfiler*Ext: HSA capture only when the loaded runtime lacks it (or
         // this is an HSA program without libamdhip64).
-        GpuMode::Auto => {
+        GpuSource::Auto => {
             SOURCE.load(Acquire) == SRC_NONE
                 // SAFETY: handle from dlopen(RTLD_NOLOAD), never closed.
                 && clr::find_loaded_hip().is_none_or(|(h, _)| unsafe { clr::resolve(h) }.is_none())
@@ -352,7 +352,7 @@ pub(crate) fn start(trigger: Trigger) {
     let inj_named = !inj.is_empty() && (same_file(OsStr::new(&inj), OsStr::new(&own)) || inj == own_base);
     CUDA_INJECTION_NAMED.store(inj_named, Relaxed);
     match cfg.gpu {
-        GpuMode::Cupti => {
+        GpuSource::Cupti => {
             INFO.source.store(wire::Source::Cupti as u8, Relaxed);
             install_hooks();
             if trigger == Trigger::CudaInjection {
@@ -368,13 +368,13 @@ pub(crate) fn start(trigger: Trigger) {
             }
             return;
         }
-        GpuMode::None => {
+        GpuSource::None => {
             INFO.status.store(wire::Status::Disabled as u8, Relaxed);
             PHASE.store(INACTIVE, Release);
             publish::publish_meta(0);
             return;
         }
-        GpuMode::Hsa => {
+        GpuSource::Hsa => {
             // Signal capture starts in OnLoad, when the HSA runtime loads this library as a tool.
             INFO.source.store(wire::Source::Hsa as u8, Relaxed);
             INFO.status.store(wire::Status::Unsupported as u8, Relaxed);
@@ -386,7 +386,7 @@ pub(crate) fn start(trigger: Trigger) {
             }
             return;
         }
-        GpuMode::Auto | GpuMode::Clr => {}
+        GpuSource::Auto | GpuSource::Clr => {}
     }
     install_hooks();
     // Preloaded: libamdhip64 (a dependency of the program) was initialised before this
@@ -414,7 +414,7 @@ fn activate(h: *mut c_void, name: &CStr) {
         let _ = PHASE.compare_exchange(WAITING, INACTIVE, AcqRel, Acquire);
         let _ = PHASE.compare_exchange(STARTING, INACTIVE, AcqRel, Acquire);
         // auto + HSA_TOOLS_LIB: HSA capture takes over in OnLoad; no warning.
-        let hsa_fallback = config().gpu == GpuMode::Auto && HSA_TOOL_NAMED.load(Relaxed);
+        let hsa_fallback = config().gpu == GpuSource::Auto && HSA_TOOL_NAMED.load(Relaxed);
         if !hsa_fallback && !WARNED_API.swap(true, Relaxed) {
             say(&format!(
                 "{} has no hipProfiler*Ext API (stock ROCm): no GPU timestamps from this process. \
@@ -506,7 +506,7 @@ fn activate_cupti() {
 pub extern "C" fn InitializeInjection() -> c_int {
     let _ = std::panic::catch_unwind(|| {
         start(Trigger::CudaInjection);
-        if matches!(config().gpu, GpuMode::Cupti | GpuMode::Auto) {
+        if matches!(config().gpu, GpuSource::Cupti | GpuSource::Auto) {
             activate_cupti();
         }
     });
@@ -556,7 +556,7 @@ fn publisher_main() {
     }
     while STOP.load(Acquire) == 0 {
         match PHASE.load(Acquire) {
-            WAITING if cfg.gpu == GpuMode::Cupti => {
+            WAITING if cfg.gpu == GpuSource::Cupti => {
                 if cupti::cuda_loaded() {
                     activate_cupti();
                     continue;

@@ -5,6 +5,9 @@
 #![no_std]
 
 pub mod agent;
+pub mod gpu_source;
+
+pub use gpu_source::GpuSource;
 
 /// Kinds of records in the ring buffer. The first `u32` of every record.
 #[repr(u32)]

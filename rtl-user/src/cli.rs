@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
+pub use rtl_common::GpuSource;
 
 use crate::probe::library::Runtime;
 use crate::probe::loader::ApiSelection;
@@ -294,8 +295,8 @@ pub struct TraceOpts {
     /// CUDA: CUPTI), `clr`, `hsa`, `cupti` (CUDA activity records), or `none` (CPU side only, no
     /// agent). `run` loads the agent into the command; for `attach`/`--all`, start the
     /// application with the agent (docs/tracing.md).
-    #[arg(long, default_value = "auto", value_parser = ["auto", "clr", "hsa", "cupti", "none"])]
-    pub gpu: String,
+    #[arg(long, default_value = "auto", value_parser = gpu_source_parser())]
+    pub gpu: GpuSource,
 
     /// The agent library `run` preloads (default: librtl_agent.so next to this binary, else
     /// ../lib/rtl-ebpf/librtl_agent.so from the binary's directory, where packages install it).
@@ -338,6 +339,13 @@ pub const MAX_DURATION_S: f64 = 365.0 * 24.0 * 3600.0;
 
 /// `--duration`: a plain number of seconds, or a humantime duration (`5s`, `2m`, `1h 30m`).
 /// Returns seconds, positive and at most [`MAX_DURATION_S`].
+/// `--gpu`: exactly the names of [`GpuSource`] (what the agent reads in `RTL_AGENT_GPU`).
+fn gpu_source_parser() -> impl clap::builder::TypedValueParser<Value = GpuSource> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(GpuSource::ALL.map(GpuSource::name))
+        .try_map(|s| GpuSource::parse(&s).ok_or_else(|| format!("{s:?} is not a GPU source")))
+}
+
 pub fn parse_duration(s: &str) -> Result<f64, String> {
     let t = s.trim();
     let v = match t.parse::<f64>() {

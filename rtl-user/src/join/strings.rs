@@ -91,7 +91,7 @@ impl Pool {
     }
 }
 
-/// The pool of every process's agent string table (`join/gpu.rs`): one per collector.
+/// The pool of every process's agent string table (`join/gpu/`): one per collector.
 pub fn agent_pool() -> &'static Pool {
     static POOL: std::sync::OnceLock<Pool> = std::sync::OnceLock::new();
     POOL.get_or_init(Pool::default)

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Result};
 
-use crate::cli::TraceOpts;
+use crate::cli::{GpuSource, TraceOpts};
 use crate::clock;
 use crate::collect::loader_stops::LoaderStops;
 use crate::collect::spool::{Spool, SpoolOptions};
@@ -133,7 +133,7 @@ impl Session {
         // `run`: start the command now that the probes are in place.
         let child = match &mode {
             Mode::Run(cmd) => {
-                Some(child::start(cmd, agent.as_deref(), &opts.gpu, opts.graph_nodes, opts.runtime, run_as.as_ref(), |pid| {
+                Some(child::start(cmd, agent.as_deref(), opts.gpu, opts.graph_nodes, opts.runtime, run_as.as_ref(), |pid| {
                     probes.trace_pid(pid)
                 })?)
             }
@@ -160,7 +160,7 @@ impl Session {
 /// The probe reads each calling thread's fs base so the HIP profiler's thread ids (a hash of
 /// pthread_self) can be matched; it needs the field's offset from the kernel's BTF.
 fn fsbase_offset(opts: &TraceOpts) -> u64 {
-    if opts.gpu == "none" {
+    if opts.gpu == GpuSource::None {
         return 0;
     }
     match crate::probe::btf::fsbase_offset() {

@@ -7,6 +7,8 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
+use crate::cli::GpuSource;
+
 use crate::probe::library::Runtime;
 use crate::run_as::RunAs;
 use crate::term::message as say;
@@ -16,7 +18,7 @@ use crate::term::message as say;
 pub(super) fn start(
     cmd: &[String],
     agent: Option<&Path>,
-    gpu: &str,
+    gpu: GpuSource,
     graph_nodes: bool,
     runtime: Runtime,
     run_as: Option<&RunAs>,
@@ -34,7 +36,7 @@ pub(super) fn start(
 
 /// The command's environment: ours, with the agent appended to LD_PRELOAD (never replacing what
 /// the user set), the GPU source chosen and, with `--graph-nodes`, every graph node timed.
-fn child_env(agent: Option<&Path>, gpu: &str, graph_nodes: bool, runtime: Runtime, run_as: Option<&RunAs>) -> Vec<CString> {
+fn child_env(agent: Option<&Path>, gpu: GpuSource, graph_nodes: bool, runtime: Runtime, run_as: Option<&RunAs>) -> Vec<CString> {
     let mut vars: Vec<(String, String)> = std::env::vars().collect();
     if let Some(u) = run_as {
         for (k, v) in u.env() {
@@ -64,16 +66,16 @@ fn child_env(agent: Option<&Path>, gpu: &str, graph_nodes: bool, runtime: Runtim
                 vars.push(("CUDA_INJECTION64_PATH".into(), a.clone()));
             }
             vars.retain(|(n, _)| n != "RTL_AGENT_GPU");
-            vars.push(("RTL_AGENT_GPU".into(), "cupti".into()));
+            vars.push(("RTL_AGENT_GPU".into(), GpuSource::Cupti.name().into()));
             return vars.into_iter().filter_map(|(k, v)| CString::new(format!("{k}={v}")).ok()).collect();
         }
         // `auto`: the agent prefers hipProfiler*Ext and falls back to HSA capture, which needs it
         // loaded as an HSA tool too.
-        if gpu == "hsa" || gpu == "auto" {
+        if matches!(gpu, GpuSource::Hsa | GpuSource::Auto) {
             set(&mut vars, "HSA_TOOLS_LIB", ' ');
         }
         vars.retain(|(n, _)| n != "RTL_AGENT_GPU");
-        vars.push(("RTL_AGENT_GPU".into(), gpu.to_string()));
+        vars.push(("RTL_AGENT_GPU".into(), gpu.name().into()));
     }
     vars.into_iter().filter_map(|(k, v)| CString::new(format!("{k}={v}")).ok()).collect()
 }
@@ -158,4 +160,28 @@ pub(super) fn reap(pid: libc::pid_t) -> Option<i32> {
 pub(super) fn terminate(pid: libc::pid_t) {
     // SAFETY: signalling our own child.
     unsafe { libc::kill(pid, libc::SIGTERM) };
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::cli::Cli;
+
+    /// `--gpu NAME` reaches the agent as that same source: the collector's spelling (the CLI)
+    /// and the agent's reading of `RTL_AGENT_GPU` (`GpuSource::parse`, what rtl-agent's config
+    /// uses) round-trip for every source.
+    #[test]
+    fn every_gpu_source_reaches_the_agent_as_itself() {
+        for g in GpuSource::ALL {
+            let cli = Cli::try_parse_from(["rtl-ebpf", "--all", "--gpu", g.name()]).unwrap();
+            assert_eq!(cli.trace.gpu, g);
+            let env = child_env(Some(Path::new("/opt/rtl/librtl_agent.so")), g, false, Runtime::Hip, None);
+            let sent: Vec<&str> = env.iter().filter_map(|e| e.to_str().ok()?.strip_prefix("RTL_AGENT_GPU=")).collect();
+            assert_eq!(sent.len(), 1, "{g:?}: {sent:?}");
+            assert_eq!(GpuSource::parse(sent[0]), Some(g));
+        }
+        assert!(Cli::try_parse_from(["rtl-ebpf", "--all", "--gpu", "off"]).is_err(), "the CLI takes the names only");
+    }
 }

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::{anyhow, Context, Result};
 
-use crate::cli::TraceOpts;
+use crate::cli::{GpuSource, TraceOpts};
 use crate::error::Fatal;
 use crate::pid_watch::PidWatch;
 use crate::probe::library::{LibKind, LibraryFile, Runtime};
@@ -177,7 +177,7 @@ fn check_pids(pids: &[u32], found: &ScanResult, opts: &TraceOpts) -> Result<()> 
                 runtime_name(opts.runtime),
             ))));
         }
-        if opts.gpu != "none" && !kinds.contains(&LibKind::Agent) {
+        if opts.gpu != GpuSource::None && !kinds.contains(&LibKind::Agent) {
             say(&format!(
                 "PID {pid} has no rtl-ebpf agent loaded: its trace will have API calls but no GPU times \
                  (start it with LD_PRELOAD=<dir>/librtl_agent.so to get them; docs/tracing.md)"
@@ -189,11 +189,11 @@ fn check_pids(pids: &[u32], found: &ScanResult, opts: &TraceOpts) -> Result<()> 
 
 /// `run` preloads the agent into the command (its GPU source), unless there is none to use.
 fn agent_for(mode: &Mode, opts: &TraceOpts) -> Result<Option<PathBuf>> {
-    match (mode, opts.gpu.as_str()) {
-        (_, "cupti") if opts.runtime != Runtime::Cuda => Err(anyhow!("--gpu cupti needs --runtime cuda")),
+    match (mode, opts.gpu) {
+        (_, GpuSource::Cupti) if opts.runtime != Runtime::Cuda => Err(anyhow!("--gpu cupti needs --runtime cuda")),
         // CUDA's GPU source is CUPTI (`auto` or `cupti`); clr/hsa are HIP's.
-        (Mode::Run(_), "clr" | "hsa") if opts.runtime == Runtime::Cuda => Ok(None),
-        (Mode::Run(_), "none") | (Mode::Pids(_) | Mode::All, _) => Ok(None),
+        (Mode::Run(_), GpuSource::Clr | GpuSource::Hsa) if opts.runtime == Runtime::Cuda => Ok(None),
+        (Mode::Run(_), GpuSource::None) | (Mode::Pids(_) | Mode::All, _) => Ok(None),
         (Mode::Run(_), _) => find_agent(opts).map(Some),
     }
 }
