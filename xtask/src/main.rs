@@ -136,7 +136,11 @@ fn test(rest: &[String]) -> Result<()> {
     // rtl-ebpf only builds for the BPF target (rtl-user's build.rs builds it).
     let mut args = vec!["test", "--workspace", "--exclude", "rtl-ebpf", "--release", "--ignore-rust-version", "--no-fail-fast"];
     args.extend(rest.iter().map(String::as_str));
-    cmd("cargo").args(&args).current_dir(root()).run()?;
+    // One test at a time: each crate's integration tests are one binary, and its heavy tests
+    // (bursts at full speed, 4x4 load, ring-buffer overflow) measure the collector only when
+    // nothing else runs beside them on a 2-core machine. RUST_TEST_THREADS set by the caller wins.
+    let threads = std::env::var("RUST_TEST_THREADS").unwrap_or_else(|_| "1".into());
+    cmd("cargo").args(&args).env("RUST_TEST_THREADS", threads).current_dir(root()).run()?;
     // The self-tests the READMEs name: the simulator's (against the real ABIs), and the
     // workloads' own truth on Debian's real libamdhip64 (no GPU: calls fail) and on the simulator.
     // A missing script is a failure, not a skip.
