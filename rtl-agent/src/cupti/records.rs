@@ -214,6 +214,15 @@ pub fn wire_copy_kind(k: u8) -> u8 {
     }
 }
 
+/// Where and when an op ran: its device, its stream (also its queue: CUPTI has no other), its GPU times.
+fn place(op: &mut GpuOp, device: u32, stream: u32, start: u64, end: u64) {
+    op.device = device;
+    op.queue = stream;
+    op.stream = stream as u64;
+    op.gpu_begin_ns = start;
+    op.gpu_end_ns = end;
+}
+
 /// The GPU half of an op (no API fields yet); `record_index` = correlation id.
 pub fn gpu_op(a: &Activity, kernel_name_id: u32) -> Option<GpuOp> {
     let mut op = GpuOp {
@@ -226,11 +235,7 @@ pub fn gpu_op(a: &Activity, kernel_name_id: u32) -> Option<GpuOp> {
     let (graph, corr) = match a {
         Activity::Kernel(k) => {
             op.op = OpKind::Dispatch as u8;
-            op.device = k.device_id;
-            op.queue = k.stream_id;
-            op.stream = k.stream_id as u64;
-            op.gpu_begin_ns = k.start;
-            op.gpu_end_ns = k.end;
+            place(&mut op, k.device_id, k.stream_id, k.start, k.end);
             op.grid = k.grid.map(|g| g as u32);
             op.block = k.block.map(|g| g as u32);
             op.kernel_name_id = kernel_name_id;
@@ -239,22 +244,14 @@ pub fn gpu_op(a: &Activity, kernel_name_id: u32) -> Option<GpuOp> {
         Activity::Memcpy(m) => {
             op.op = OpKind::Copy as u8;
             op.copy_kind = wire_copy_kind(m.copy_kind);
-            op.device = m.device_id;
-            op.queue = m.stream_id;
-            op.stream = m.stream_id as u64;
-            op.gpu_begin_ns = m.start;
-            op.gpu_end_ns = m.end;
+            place(&mut op, m.device_id, m.stream_id, m.start, m.end);
             op.bytes = m.bytes;
             (m.graph_id, m.correlation_id)
         }
         Activity::Memset(m) => {
             op.op = OpKind::Memset as u8;
             op.copy_kind = 12;
-            op.device = m.device_id;
-            op.queue = m.stream_id;
-            op.stream = m.stream_id as u64;
-            op.gpu_begin_ns = m.start;
-            op.gpu_end_ns = m.end;
+            place(&mut op, m.device_id, m.stream_id, m.start, m.end);
             op.bytes = m.bytes;
             (m.graph_id, m.correlation_id)
         }
@@ -263,11 +260,7 @@ pub fn gpu_op(a: &Activity, kernel_name_id: u32) -> Option<GpuOp> {
             // The node count is not in the record.
             op.op_count = 0;
             // INT_MAX: the graph starts with a host node (kept as CUPTI says).
-            op.device = g.device_id;
-            op.queue = g.stream_id;
-            op.stream = g.stream_id as u64;
-            op.gpu_begin_ns = g.start;
-            op.gpu_end_ns = g.end;
+            place(&mut op, g.device_id, g.stream_id, g.start, g.end);
             (g.graph_id.max(1), g.correlation_id)
         }
         _ => return None,

@@ -51,6 +51,12 @@ fn read<T: Copy>(b: &[u8]) -> Option<T> {
     Some(unsafe { std::ptr::read_unaligned(b.as_ptr().cast::<T>()) })
 }
 
+/// A NUL-terminated text field of a record (the whole field when it has no NUL), lossily UTF-8.
+fn c_text(v: &[u8]) -> String {
+    let n = v.iter().position(|&c| c == 0).unwrap_or(v.len());
+    String::from_utf8_lossy(&v[..n]).into_owned()
+}
+
 pub fn decode(b: &[u8]) -> Result<Event, DecodeError> {
     let hdr: EventHeader = read(b).ok_or(DecodeError::TooShort(b.len()))?;
     let kind = EventKind::from_u32(hdr.kind).ok_or(DecodeError::UnknownKind(hdr.kind))?;
@@ -65,13 +71,11 @@ pub fn decode(b: &[u8]) -> Result<Event, DecodeError> {
         }
         EventKind::StringEnter => {
             let s: StringEnter = read(b).ok_or_else(wrong)?;
-            let n = s.text.iter().position(|&c| c == 0).unwrap_or(s.text.len());
-            Event::StringEnter(s.enter, String::from_utf8_lossy(&s.text[..n]).into_owned())
+            Event::StringEnter(s.enter, c_text(&s.text))
         }
         EventKind::StringLate => {
             let s: StringLate = read(b).ok_or_else(wrong)?;
-            let n = s.text.iter().position(|&c| c == 0).unwrap_or(s.text.len());
-            Event::StringLate(s.hdr, String::from_utf8_lossy(&s.text[..n]).into_owned())
+            Event::StringLate(s.hdr, c_text(&s.text))
         }
         EventKind::ApiExit => Event::Exit(read(b).ok_or_else(wrong)?),
         EventKind::ThreadExit => Event::ThreadExit(hdr),
@@ -80,17 +84,13 @@ pub fn decode(b: &[u8]) -> Result<Event, DecodeError> {
         EventKind::LoaderStop => return Err(DecodeError::UnknownKind(hdr.kind)),
         EventKind::Exec => {
             let e: ExecEvent = read(b).ok_or_else(wrong)?;
-            let cstr = |v: &[u8]| {
-                let n = v.iter().position(|&c| c == 0).unwrap_or(v.len());
-                String::from_utf8_lossy(&v[..n]).into_owned()
-            };
             let n = (e.args_len as usize).min(e.args.len());
             Event::Exec(
                 hdr,
                 ExecInfo {
                     ppid: (e.ppid != 0).then_some(e.ppid),
-                    comm: cstr(&e.comm),
-                    filename: cstr(&e.filename),
+                    comm: c_text(&e.comm),
+                    filename: c_text(&e.filename),
                     cmdline: crate::join::proc_info::join_args(&e.args[..n], e.args_total as usize > n),
                 },
             )
