@@ -198,6 +198,7 @@ struct Replay {
   hipStream_t stream_arg = nullptr;
   uint64_t graph_exec = 0;
   uint32_t nodes = 0;
+  uint64_t submit = 0;  // CLOCK_MONOTONIC ns just before the batch's doorbell was rung
   int device = 0;
   uint64_t start = 0;
 };
@@ -940,7 +941,7 @@ void op_complete(uint64_t cookie, const rocm_sim_op_timing_t* t) {
             .i64("queue", t->queue_index).u64("hsa_queue_id", t->hsa_queue_id).u64("start", rp->start).u64("end", t->end_ns)
             .u64("start_rt", prof::mono_to_rt(rp->start)).u64("end_rt", prof::mono_to_rt(t->end_ns))
             .ptr("stream", rp->stream_arg).u64("graph_exec", rp->graph_exec).u64("nodes", rp->nodes)
-            .u64("api_seq", rp->api_seq).str("api", "hipGraphLaunch").i64("api_tid", rp->api_tid);
+            .u64("submit", rp->submit).u64("api_seq", rp->api_seq).str("api", "hipGraphLaunch").i64("api_tid", rp->api_tid);
         sim::truth().write_line(j.done());
       }
       delete rp;
@@ -2048,6 +2049,7 @@ EXPORT hipError_t hipGraphLaunch(hipGraphExec_t eh, hipStream_t sh) {
     ops.push_back(op);
   }
   attach_prof(api, ops);
+  if (rp) rp->submit = mono_ns();
   submit(s, ops);  // one doorbell: a batch of N packets, as ROCm submits graph replays
   return api.ret(hipSuccess);
 }

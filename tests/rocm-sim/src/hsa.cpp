@@ -63,11 +63,15 @@ struct Config {
   int exit_mode = 0;         // 0 exit(), 1 _exit(), 2 abort()
   int exit_code = 3;
   bool device_ticks = false;  // ROCM_SIM_GPU_TICK_ORIGIN=device: dispatch times count from device start
+  // A barrier-AND/OR packet with a completion signal occupies its queue's packet processor this
+  // long once its dependencies are met (ROCM_SIM_BARRIER_NS): an assumption, see README "Clocks".
+  uint64_t barrier_ns = 1000;
   int table_major = 1;  // ROCM_SIM_HSA_TABLE=6: tools get ROCm 6/7's AmdExtTable (major 2)
   uint64_t copy_base_ns = 2000;        // async copies (SDMA engines): base + bytes*1000/rate,
   uint64_t copy_bytes_per_us = 16384;  // the same model as the HIP side's copies
   Config() {
     copy_base_ns = uint64_t(sim::env_ll("ROCM_SIM_COPY_BASE_NS", 2000));
+    barrier_ns = uint64_t(sim::env_ll("ROCM_SIM_BARRIER_NS", 1000));
     copy_bytes_per_us = uint64_t(sim::env_ll("ROCM_SIM_COPY_BYTES_PER_US", 16384));
     if (!copy_bytes_per_us) copy_bytes_per_us = 1;
     if (const char* t = sim::env_str("ROCM_SIM_HSA_TABLE")) table_major = (strcmp(t, "6") == 0 || strcmp(t, "7") == 0) ? 2 : 1;
@@ -163,6 +167,11 @@ struct Signal {
   std::mutex m;
   std::condition_variable cv;
   std::atomic<uint64_t> start_ts{0}, end_ts{0};  // dispatch times (profiling-enabled queues)
+  // When the value last changed on the timing model: a device op's end for the completions a
+  // queue or copy engine makes, the moment of the store for the host's (a barrier packet
+  // waiting on this signal starts no earlier, whenever its device thread got to it).
+  std::atomic<uint64_t> done_ns{0};
+  struct Queue* doorbell_of = nullptr;            // the hardware queue whose doorbell this is
   void (*on_store)(void*) = nullptr;              // doorbell of an intercept queue
   void* on_store_ctx = nullptr;
   std::atomic<int> any_count{0};                   // AnyWaiters registered (under m)
@@ -217,7 +226,11 @@ int64_t signal_wait(Signal* s, hsa_signal_condition_t c, int64_t cmp, uint64_t t
   s->waiters.fetch_sub(1);
   return v;
 }
-inline void after_store(Signal* s) {
+void note_doorbell(struct Queue* q, int64_t v, uint64_t t);
+inline void after_store(Signal* s, uint64_t t = 0) {
+  if (!t) t = mono_ns();
+  s->done_ns.store(t, std::memory_order_relaxed);
+  if (s->doorbell_of) note_doorbell(s->doorbell_of, s->value.load(), t);
   notify(s);
   if (s->on_store) s->on_store(s->on_store_ctx);
 }
@@ -281,6 +294,13 @@ struct Queue {
   std::atomic<bool> stopped{false};
   std::atomic<bool> started{false};
   uint64_t last_end = 0;
+  // When packets became visible on the timing model: (last packet index a doorbell store
+  // announced, its time), oldest first; bounded (the oldest is dropped: a later time, never an
+  // earlier one). The device thread starts a packet at max(this, the previous packet's end,
+  // its dependencies' completion), not at the moment it got to it, so the model's times do not
+  // carry the simulator's own thread wake-up delays.
+  std::mutex vis_m;
+  std::deque<std::pair<int64_t, uint64_t>> vis;
   // intercept queues
   bool is_intercept = false;
   Queue* hw = nullptr;
@@ -300,20 +320,36 @@ inline void store_header32(void* pkt, uint32_t hs) {
   __atomic_store_n(reinterpret_cast<uint32_t*>(pkt), hs, __ATOMIC_RELEASE);
 }
 
-void signal_sub(hsa_signal_t sig, int64_t v) {
+// A device-side completion at model time `t`.
+void signal_sub(hsa_signal_t sig, int64_t v, uint64_t t) {
   if (!sig.handle) return;
   Signal* s = S(sig);
   s->value.fetch_sub(v);
-  after_store(s);
+  after_store(s, t);
 }
 
-void execute_packet(Queue* q, const uint8_t* pkt, uint32_t batch) {
+void note_doorbell(Queue* q, int64_t v, uint64_t t) {
+  std::lock_guard<std::mutex> g(q->vis_m);
+  if (q->vis.size() >= 2 * size_t(q->q.size)) q->vis.pop_front();
+  q->vis.emplace_back(v, t);
+}
+// When packet `index` became visible (see Queue::vis); `now` when no doorbell announced it yet
+// (the device thread saw the packet before the store that rings for it).
+uint64_t visible_at(Queue* q, uint64_t index, uint64_t now) {
+  std::lock_guard<std::mutex> g(q->vis_m);
+  while (!q->vis.empty() && q->vis.front().first < int64_t(index)) q->vis.pop_front();
+  if (q->vis.empty()) return now;
+  return std::min(q->vis.front().second, now);
+}
+
+void execute_packet(Queue* q, const uint8_t* pkt, uint32_t batch, uint64_t visible) {
   uint16_t header = *(const uint16_t*)pkt;
   uint32_t type = (header >> HSA_PACKET_HEADER_TYPE) & 0xff;
   hsa_signal_t completion;
   memcpy(&completion, pkt + 56, 8);
   uint64_t cookie = 0;
   uint64_t dur = 0;
+  uint64_t ready = visible;  // model time at which the packet may start (dependencies met)
   if (type == HSA_PACKET_TYPE_KERNEL_DISPATCH) {
     const hsa_kernel_dispatch_packet_t* d = (const hsa_kernel_dispatch_packet_t*)pkt;
     cookie = d->reserved2;
@@ -341,6 +377,7 @@ void execute_packet(Queue* q, const uint8_t* pkt, uint32_t batch) {
   } else if (type == HSA_PACKET_TYPE_BARRIER_AND || type == HSA_PACKET_TYPE_BARRIER_OR) {
     const hsa_barrier_and_packet_t* b = (const hsa_barrier_and_packet_t*)pkt;
     cookie = b->reserved2;
+    if (completion.handle) dur = cfg().barrier_ns;
     bool any = false;
     for (int i = 0; i < 5; i++) if (b->dep_signal[i].handle) any = true;
     if (any) {
@@ -357,10 +394,13 @@ void execute_packet(Queue* q, const uint8_t* pkt, uint32_t batch) {
           sim::wait_until(mono_ns() + 2000);
         }
       }
+      // Met when the last (AND) or first (OR: approximated by the last here too) dependency
+      // completed on the model.
+      for (int i = 0; i < 5; i++)
+        if (b->dep_signal[i].handle) ready = std::max(ready, S(b->dep_signal[i])->done_ns.load());
     }
   }
-  uint64_t start = mono_ns();
-  if (start < q->last_end) start = q->last_end;
+  uint64_t start = std::max(ready, q->last_end);
   uint64_t end = start + dur;
   if (type == HSA_PACKET_TYPE_KERNEL_DISPATCH) {
     long n = ++g_dispatch_count;
@@ -391,7 +431,7 @@ void execute_packet(Queue* q, const uint8_t* pkt, uint32_t batch) {
       cb(cookie, &t);
     }
   }
-  signal_sub(completion, 1);
+  signal_sub(completion, 1, end);
 }
 
 static bool g_dbg = getenv("ROCM_SIM_DEBUG") != nullptr;
@@ -418,7 +458,7 @@ void cp_thread(Queue* q) {
     if (g_dbg) fprintf(stderr, "[cp %lu] pkt %lu at %lu\n", q->q.id, ri, mono_ns());
     // batch size: packets already visible behind this one
     uint32_t batch = uint32_t(q->write_index.load() - ri);
-    execute_packet(q, local, batch);
+    execute_packet(q, local, batch, visible_at(q, ri, mono_ns()));
     store_header32(pkt, HSA_PACKET_TYPE_INVALID << HSA_PACKET_HEADER_TYPE);
     q->read_index.store(ri + 1);
   }
@@ -448,6 +488,7 @@ Queue* make_queue(Agent* ag, uint32_t size, bool start_cp) {
   q->q.features = HSA_QUEUE_FEATURE_KERNEL_DISPATCH;
   q->q.base_address = ring;
   Signal* db = new_signal(-1);
+  db->doorbell_of = q;
   q->q.doorbell_signal.handle = uint64_t(uintptr_t(db));
   q->q.size = sz;
   q->q.reserved1 = 0;
@@ -501,7 +542,7 @@ void write_to_hw(Queue* hw, const void* pkts, uint64_t n) {
   }
   Signal* db = S(hw->q.doorbell_signal);
   db->value.store(int64_t(idx + n - 1));
-  notify(db);
+  after_store(db);
 }
 void chain_call(Queue* q, size_t level, const void* pkts, uint64_t n, uint64_t uidx) {
   if (level < q->handlers.size()) {
@@ -1147,7 +1188,7 @@ void run_copy(Engine* e, CopyJob* j) {
       cb(j->cookie, &t);
     }
   }
-  signal_sub(j->completion, 1);
+  signal_sub(j->completion, 1, end);
   delete j;
 }
 void engine_thread(Engine* e) {
