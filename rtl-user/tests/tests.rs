@@ -15,6 +15,7 @@ mod golden_demo;
 mod gpu_join;
 mod gpu_join_hsa;
 mod gpu_join_sequence;
+mod hw_validate;
 mod probe_lifecycle;
 mod read_check;
 mod read_golden_sim;
