@@ -132,6 +132,9 @@ def main():
             fail(f"replay seq {r['api_seq']}: {r['nodes']} nodes, truth has {len(ns)} graph ops")
         elif (r["start"], r["end"]) != (ns[0]["start"], ns[-1]["end"]):
             fail(f"replay seq {r['api_seq']}: span [{r['start']},{r['end']}] is not [first start, last end] of its nodes")
+        # the timing model: nothing starts before the doorbell that made it visible
+        if not r.get("submit") or r["submit"] > r["start"]:
+            fail(f"replay seq {r['api_seq']}: doorbell at {r.get('submit')} is not before its first node's start {r['start']}")
 
     # 4. synchronisation really waited
     ops_by_api = collections.defaultdict(list)
