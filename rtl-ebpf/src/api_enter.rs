@@ -1,0 +1,113 @@
+//! Entry of every probed API: the call's arguments (and its string, stack words, user stack as
+//! its cookie asks), one record per call.
+
+use aya_ebpf::{
+    helpers::{bpf_get_current_pid_tgid, bpf_probe_read_user, generated::bpf_get_attach_cookie},
+    macros::uprobe,
+    programs::ProbeContext,
+    EbpfContext,
+};
+use rtl_common::{cookie, counter, ApiEnter, ApiEnterShort, EventKind, MAX_ARGS, MAX_STACK_ARGS};
+
+use crate::{
+    helpers::{bump, fsbase, header, reg_args, traced, wakeup_flags},
+    maps::{EVENTS, OUT_PTRS},
+    stacks::user_stack,
+    strings::string_enter,
+};
+
+/// Entry of every probed API (uprobe_multi link).
+#[unsafe(no_mangle)]
+#[unsafe(link_section = "uprobe.multi")]
+pub extern "C" fn api_enter(ctx: *mut core::ffi::c_void) -> u32 {
+    enter(ProbeContext::new(ctx))
+}
+
+/// Entry of every probed API (per-probe perf link).
+#[uprobe]
+pub fn api_enter_single(ctx: ProbeContext) -> u32 {
+    enter(ctx)
+}
+
+#[inline(always)]
+fn enter(ctx: ProbeContext) -> u32 {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    if !traced((pid_tgid >> 32) as u32) {
+        return 0;
+    }
+    bump(counter::ENTRIES);
+    // SAFETY: the context pointer is the program's own.
+    let ck = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) };
+    let string_arg = (ck >> cookie::STRING_SHIFT) & cookie::NIBBLE;
+    let out_arg = (ck >> cookie::OUT_SHIFT) & cookie::NIBBLE;
+    let regs = reg_args(&ctx);
+    if out_arg != 0 {
+        // Remember where the API will write its result; api_exit reads it.
+        if let Some(p) = regs.get((out_arg - 1) as usize) {
+            let _ = OUT_PTRS.insert(&pid_tgid, p, 0);
+        }
+    }
+    if string_arg != 0 {
+        if !string_enter(&ctx, &regs, ck, pid_tgid, string_arg) {
+            return 0;
+        }
+    } else if (ck >> cookie::STACK_SHIFT) & cookie::STACK_MASK != 0 {
+        let Some(mut slot) = EVENTS.reserve::<ApiEnter>(0) else {
+            bump(counter::RINGBUF_DROPS);
+            return 0;
+        };
+        // SAFETY: exclusively owned reserved slot.
+        unsafe { fill_enter(&ctx, &regs, &mut *slot.as_mut_ptr(), EventKind::ApiEnter, ck, pid_tgid) };
+        slot.submit(wakeup_flags(core::mem::size_of::<ApiEnter>()));
+    } else {
+        // The common case: register arguments only, in the short record.
+        let Some(mut slot) = EVENTS.reserve::<ApiEnterShort>(0) else {
+            bump(counter::RINGBUF_DROPS);
+            return 0;
+        };
+        let ev = slot.as_mut_ptr();
+        // SAFETY: exclusively owned reserved slot.
+        unsafe {
+            (*ev).hdr = header(EventKind::ApiEnterShort, (ck & cookie::API_MASK) as u32, pid_tgid);
+            (*ev).args = regs;
+            (*ev).fsbase = fsbase();
+        }
+        slot.submit(wakeup_flags(core::mem::size_of::<ApiEnterShort>()));
+    }
+    if ck & cookie::USER_STACK != 0 {
+        user_stack(&ctx, ck, pid_tgid);
+    }
+    0
+}
+
+/// Fills an [`ApiEnter`]: header, register arguments, requested stack words, fs base.
+#[inline(always)]
+pub(crate) unsafe fn fill_enter(ctx: &ProbeContext, regs: &[u64; 6], ev: &mut ApiEnter, kind: EventKind, ck: u64, pid_tgid: u64) {
+    ev.hdr = header(kind, (ck & cookie::API_MASK) as u32, pid_tgid);
+    ev.args = [0; MAX_ARGS];
+    ev.args[0] = regs[0];
+    ev.args[1] = regs[1];
+    ev.args[2] = regs[2];
+    ev.args[3] = regs[3];
+    ev.args[4] = regs[4];
+    ev.args[5] = regs[5];
+    let stack_words = ((ck >> cookie::STACK_SHIFT) & cookie::STACK_MASK) as usize;
+    if stack_words > 0 {
+        // At function entry rsp points at the return address; argument 7 is at rsp + 8.
+        // SAFETY: the caller's promise: `ctx` is the uprobe's context, its registers live.
+        let rsp = unsafe { (*ctx.regs).rsp };
+        let mut i = 0;
+        while i < MAX_STACK_ARGS {
+            if i >= stack_words {
+                break;
+            }
+            let p = (rsp + 8 + 8 * i as u64) as *const u64;
+            if let Some(slot) = ev.args.get_mut(6 + i) {
+                // SAFETY: a checked read of the traced process's memory (a fault reads as 0).
+                *slot = unsafe { bpf_probe_read_user(p) }.unwrap_or(0);
+            }
+            i += 1;
+        }
+    }
+    ev.fsbase = fsbase();
+}

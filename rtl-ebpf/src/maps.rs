@@ -1,0 +1,63 @@
+//! Every map of the programs, in one place: what the collector creates, fills and reads by name.
+
+use aya_ebpf::{
+    macros::map,
+    maps::{Array, HashMap, LruHashMap, PerCpuArray, RingBuf},
+};
+use rtl_common::{
+    config, counter, LoaderName, LoaderTail, UserStackHead, LOADER_NAMES_MAX, LOADER_PATH_LEN, RINGBUF_BYTES, STACK_COPY_MAX,
+};
+
+#[map]
+pub(crate) static EVENTS: RingBuf = RingBuf::with_byte_size(RINGBUF_BYTES, 0);
+
+/// tgids to trace when `config::TRACE_ALL` is 0. Value unused.
+#[map]
+pub(crate) static TRACED: HashMap<u32, u8> = HashMap::with_max_entries(65536, 0);
+
+/// Output-pointer argument of the call in progress on each thread (pid_tgid -> address).
+#[map]
+pub(crate) static OUT_PTRS: HashMap<u64, u64> = HashMap::with_max_entries(65536, 0);
+
+/// String arguments the entry probe could not read, by thread (`pid_tgid` -> the pointer): the
+/// return probe reads them once the callee has touched them ([`StringLate`]). LRU: a thread
+/// that dies inside such a call leaves an entry that ages out.
+#[map]
+pub(crate) static LATE_STRINGS: LruHashMap<u64, u64> = LruHashMap::with_max_entries(4096, 0);
+
+/// Dynamic-loader stops ([`EventKind::LoaderStop`]): rare, read by the collector's event loop
+/// at once, never queued behind the backlog of `EVENTS`.
+#[map]
+pub(crate) static LOADER_EVENTS: RingBuf = RingBuf::with_byte_size(16 * 4096, 0);
+
+/// Per traced process, where its loader's library list ended when last consistent (see
+/// [`loader`]). LRU: bounded, and an evicted entry only costs one stop too many.
+#[map]
+pub(crate) static LOADER_TAILS: LruHashMap<u32, LoaderTail> = LruHashMap::with_max_entries(16384, 0);
+
+/// Basename prefixes of the libraries `run` probes, written by the collector.
+#[map]
+pub(crate) static LOADER_NAMES: Array<LoaderName> = Array::with_max_entries(LOADER_NAMES_MAX, 0);
+
+/// Scratch space for one library path (per CPU: the loader probe's stack is too small), with
+/// room behind it for a prefix compared at any position.
+#[map]
+pub(crate) static LOADER_PATH: PerCpuArray<[u8; 2 * LOADER_PATH_LEN]> = PerCpuArray::with_max_entries(1, 0);
+
+#[map]
+pub(crate) static CONFIG: Array<u64> = Array::with_max_entries(config::LEN, 0);
+
+#[map]
+pub(crate) static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(counter::LEN, 0);
+
+/// A user-stack record being assembled (one per CPU; too large for the BPF stack): the head, then
+/// the data. One page more than [`STACK_COPY_MAX`] so that a copy of at most a page starting
+/// below it always fits (the verifier checks each copy against the buffer, not their sum).
+#[repr(C)]
+pub struct StackScratch {
+    pub(crate) head: UserStackHead,
+    pub(crate) data: [u8; STACK_COPY_MAX + 4096],
+}
+
+#[map]
+pub(crate) static STACK_SCRATCH: PerCpuArray<StackScratch> = PerCpuArray::with_max_entries(1, 0);
