@@ -80,6 +80,25 @@ pub fn message(msg: &str) {
     let _ = std::io::stderr().write_all(message_text(msg, &[]).as_bytes());
 }
 
+static QUIET: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// `-q`: from now on [`info`] says nothing (warnings and errors still go through [`message`]).
+pub fn set_quiet(quiet: bool) {
+    QUIET.store(quiet, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether `-q` was given ([`set_quiet`]).
+pub fn is_quiet() -> bool {
+    QUIET.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// A progress message (what was attached, started, stopped): [`message`], unless `-q`.
+pub fn info(msg: &str) {
+    if !is_quiet() {
+        message(msg);
+    }
+}
+
 /// A message of several lines: `head`, then each of `lines` indented, each escaped (a line break
 /// inside one is escaped, not kept).
 pub fn message_lines(head: &str, lines: &[&str]) {

@@ -43,6 +43,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                 "--graph-nodes applies to `run` only; for attach / --all, start the application with RTL_AGENT_GRAPH_NODES=1 (docs/tracing.md)".into()
             )));
         }
+        rtl_user::term::set_quiet(opts.quiet);
         let o = session::run(mode, opts)?;
         if opts.quiet {
             // No table: only what was written, what was lost and where.

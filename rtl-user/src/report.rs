@@ -30,7 +30,10 @@ pub fn print_session_summary(o: &Outcome) -> Result<()> {
 /// the file), without the table.
 pub fn print_session_totals(o: &Outcome) -> Result<()> {
     let w = session_summary_text(o)?;
-    let tail: String = w.lines().filter(|l| l.contains(" API calls from ") || l.starts_with("trace: ")).map(|l| format!("{l}\n")).collect();
+    // The totals line only when it reports a loss; the path always.
+    let lost = o.drops > 0 || w.contains(" abandoned unwritten ");
+    let tail: String =
+        w.lines().filter(|l| (lost && l.contains(" API calls from ")) || l.starts_with("trace: ")).map(|l| format!("{l}\n")).collect();
     let _ = std::io::stderr().write_all(tail.as_bytes());
     Ok(())
 }

@@ -44,6 +44,14 @@ pub const MERGED_TABLES: &[&str] = &[
     "rtl_op",
     "rtl_process",
     "rtl_library",
+    "rtl_frame",
+    "rtl_stack",
+    "rtl_stack_frame",
+    "rtl_api_stack",
+    "rtl_capture",
+    "rtl_capture_call",
+    "rtl_graph_launch",
+    "rtl_op_site",
     "rocpd_metadata",
 ];
 
@@ -59,6 +67,10 @@ pub struct MergedInput {
     pub api_id_offset: i64,
     pub op_id_offset: i64,
     pub correlation_offset: i64,
+    /// Added to this input's `rtl_frame`, `rtl_stack` and `rtl_capture` ids (call sites).
+    pub frame_id_offset: i64,
+    pub stack_id_offset: i64,
+    pub capture_id_offset: i64,
     /// Rows per table in this input.
     pub rows: BTreeMap<String, i64>,
 }
@@ -195,6 +207,9 @@ pub fn merge(inputs: &[PathBuf], facts: ApiFacts, out: &Path, out_host_tag: bool
                 inp.op_id_offset = max("SELECT max(id) FROM main.rocpd_op")?;
                 inp.correlation_offset =
                     max("SELECT max(x) FROM (SELECT max(correlation_id) x FROM main.rocpd_api UNION ALL SELECT max(correlation_id) FROM main.rocpd_op)")?;
+                inp.frame_id_offset = max("SELECT max(id) FROM main.rtl_frame")?;
+                inp.stack_id_offset = max("SELECT max(id) FROM main.rtl_stack")?;
+                inp.capture_id_offset = max("SELECT max(id) FROM main.rtl_capture")?;
                 // String dictionaries and the old -> new id maps of this input.
                 c.execute_batch(
                     "DROP TABLE IF EXISTS temp.smap; DROP TABLE IF EXISTS temp.umap;
@@ -225,12 +240,21 @@ pub fn merge(inputs: &[PathBuf], facts: ApiFacts, out: &Path, out_host_tag: bool
                 let aoff = inp.api_id_offset;
                 let ooff = inp.op_id_offset;
                 let coff = inp.correlation_offset;
+                let (foff, soff, capoff) = (inp.frame_id_offset, inp.stack_id_offset, inp.capture_id_offset);
                 let named = |sql: String| -> Result<()> {
                     let mut st = c.prepare(&sql)?;
                     let mut p: Vec<(&str, &dyn rusqlite::ToSql)> = vec![];
-                    for (k, v) in
-                        [(":aoff", &aoff), (":ooff", &ooff), (":coff", &coff), (":poff", &poff), (":goff", &goff), (":shift", &shift)]
-                    {
+                    for (k, v) in [
+                        (":aoff", &aoff),
+                        (":ooff", &ooff),
+                        (":coff", &coff),
+                        (":poff", &poff),
+                        (":goff", &goff),
+                        (":shift", &shift),
+                        (":foff", &foff),
+                        (":soff", &soff),
+                        (":capoff", &capoff),
+                    ] {
                         if sql.contains(k) {
                             p.push((k, v as &dyn rusqlite::ToSql));
                         }
@@ -301,6 +325,36 @@ pub fn merge(inputs: &[PathBuf], facts: ApiFacts, out: &Path, out_host_tag: bool
                     s("apiName_id")
                 ))?;
                 named("INSERT INTO main.rtl_op (op_id, link, pid) SELECT op_id + :ooff, link, pid + :poff FROM src.rtl_op".into())?;
+                // Call sites and captures (--stacks): every id moved by its table's offset.
+                // Frames and stacks are not de-duplicated across inputs (each input's are).
+                named(
+                    "INSERT INTO main.rtl_frame (id, module, address, symbol, symbol_offset, runtime)
+                       SELECT id + :foff, module, address, symbol, symbol_offset, runtime FROM src.rtl_frame ORDER BY id"
+                        .into(),
+                )?;
+                named(
+                    "INSERT INTO main.rtl_stack (id, depth, site_frame_id, truncated)
+                       SELECT id + :soff, depth, site_frame_id + :foff, truncated FROM src.rtl_stack ORDER BY id"
+                        .into(),
+                )?;
+                named(
+                    "INSERT INTO main.rtl_stack_frame (stack_id, depth, frame_id)
+                       SELECT stack_id + :soff, depth, frame_id + :foff FROM src.rtl_stack_frame"
+                        .into(),
+                )?;
+                named(
+                    "INSERT INTO main.rtl_api_stack (api_id, stack_id) SELECT api_id + :aoff, stack_id + :soff FROM src.rtl_api_stack"
+                        .into(),
+                )?;
+                named("INSERT INTO main.rtl_capture (id, pid, stream, begin_api_id, end_api_id, graph)
+                       SELECT id + :capoff, pid + :poff, stream, begin_api_id + :aoff, end_api_id + :aoff, graph FROM src.rtl_capture ORDER BY id".into())?;
+                named(
+                    "INSERT INTO main.rtl_capture_call (capture_id, node, api_id)
+                       SELECT capture_id + :capoff, node, api_id + :aoff FROM src.rtl_capture_call"
+                        .into(),
+                )?;
+                named("INSERT INTO main.rtl_graph_launch (api_id, capture_id) SELECT api_id + :aoff, capture_id + :capoff FROM src.rtl_graph_launch".into())?;
+                named("INSERT INTO main.rtl_op_site (op_id, api_id) SELECT op_id + :ooff, api_id + :aoff FROM src.rtl_op_site".into())?;
                 let procs_before = count(&c, "main.rtl_process")?;
                 named(
                     "INSERT INTO main.rtl_process (pid, ppid, exe, cmdline, first_ns, last_ns, exited)
@@ -332,6 +386,9 @@ pub fn merge(inputs: &[PathBuf], facts: ApiFacts, out: &Path, out_host_tag: bool
                 add("api_id_offset", aoff.to_string())?;
                 add("op_id_offset", ooff.to_string())?;
                 add("correlation_id_offset", coff.to_string())?;
+                add("frame_id_offset", foff.to_string())?;
+                add("stack_id_offset", soff.to_string())?;
+                add("capture_id_offset", capoff.to_string())?;
                 c.execute_batch("COMMIT")?;
                 Ok((combined, dangling))
             };

@@ -26,7 +26,7 @@ impl LaunchSite {
     }
 }
 
-fn has_table(c: &Connection, t: &str) -> Result<bool> {
+pub(crate) fn has_table(c: &Connection, t: &str) -> Result<bool> {
     Ok(c.query_row("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?1", [t], |r| r.get::<_, i64>(0))? > 0)
 }
 

@@ -109,7 +109,10 @@ impl Session {
             SpoolOptions { dir: spool_dir, mem_cap: SPOOL_MEM_BYTES.min(opts.spool_mb << 20), cap: opts.spool_mb << 20 },
         )
         .map_err(|e| anyhow!(Fatal::Output(format!("{e:#}"))))?;
-        say(&format!("{total} functions probed (entry + return) in {} libraries in {attach_ms:.0} ms", probes.attached().count()));
+        crate::term::info(&format!(
+            "{total} functions probed (entry + return) in {} libraries in {attach_ms:.0} ms",
+            probes.attached().count()
+        ));
         for (tag, value) in [
             ("attach_ms", format!("{attach_ms:.1}")),
             ("probe_attach_ms", format!("{probe_attach_ms:.1}")),
@@ -185,7 +188,7 @@ pub(super) fn attach_new(probes: &mut Probes, libs: &[LibraryFile]) -> Vec<Write
             Ok(Some(r)) => {
                 let miss = if r.missing.is_empty() { String::new() } else { format!("; not exported there: {}", r.missing.join(", ")) };
                 // A path is another user's choice: one line, whatever it holds.
-                say(&format!(
+                crate::term::info(&format!(
                     "attached {} probes to {} (dev {:#x}, inode {}){miss}",
                     r.probed,
                     crate::term::escape(&r.library),

@@ -11,7 +11,6 @@ use crate::cli::GpuSource;
 
 use crate::probe::library::Runtime;
 use crate::run_as::RunAs;
-use crate::term::message as say;
 
 /// Starts `cmd` as `run_as` (root if None) with the agent `agent` preloaded. The command is held
 /// before exec until `ready` (given its pid) has made the probes trace it; returns the pid.
@@ -30,7 +29,7 @@ pub(super) fn start(
     ready(pid as u32)?;
     c.release()?;
     let user = run_as.map_or_else(|| " as root".to_string(), |u| format!(" as user {} (uid {})", u.name, u.uid));
-    say(&format!("started `{}` as PID {pid}{user}", cmd.join(" ")));
+    crate::term::info(&format!("started `{}` as PID {pid}{user}", cmd.join(" ")));
     Ok(pid)
 }
 

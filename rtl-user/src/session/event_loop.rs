@@ -152,7 +152,7 @@ async fn event_loop(s: &mut Session, signals: Signals, opts: &TraceOpts) -> Resu
                 }
                 if child.is_some() && child_exit.is_none() {
                     // The command got the same Ctrl-C; stop when it exits.
-                    say("interrupted: waiting for the command to exit (Ctrl-C again stops now)");
+                    crate::term::info("interrupted: waiting for the command to exit (Ctrl-C again stops now)");
                     if tokio::time::timeout(Duration::from_secs(5), sigint.recv()).await.is_ok() {
                         stop_reason = Some("interrupted");
                     }
@@ -184,9 +184,9 @@ async fn event_loop(s: &mut Session, signals: Signals, opts: &TraceOpts) -> Resu
                     }
                     if let Some(w) = watch.as_mut() {
                         for pid in w.newly_exited() {
-                            say(&format!("PID {pid} exited"));
+                            crate::term::info(&format!("PID {pid} exited"));
                             if w.all_exited() && opts.keep_waiting {
-                                say("every traced process exited; still tracing (--keep-waiting): Ctrl-C or --duration stops");
+                                crate::term::info("every traced process exited; still tracing (--keep-waiting): Ctrl-C or --duration stops");
                             }
                         }
                         if w.all_exited() && !opts.keep_waiting {
@@ -237,7 +237,7 @@ async fn event_loop(s: &mut Session, signals: Signals, opts: &TraceOpts) -> Resu
             stopping = Some((reason, Instant::now()));
             let left = spool.backlog();
             if left >= 1 << 20 {
-                say(&format!("{reason}: writing the backlog of {} MiB before stopping (Ctrl-C abandons it)", left >> 20));
+                crate::term::info(&format!("{reason}: writing the backlog of {} MiB before stopping (Ctrl-C abandons it)", left >> 20));
             }
         }
     }
@@ -249,7 +249,7 @@ async fn event_loop(s: &mut Session, signals: Signals, opts: &TraceOpts) -> Resu
     }
     end.drain_s = stopping.map_or(0.0, |(_, at)| at.elapsed().as_secs_f64());
     end.child_exit = child_exit;
-    say(&format!("stopping: {}", stopping.map_or("the ring-buffer reader ended", |(r, _)| r)));
+    crate::term::info(&format!("stopping: {}", stopping.map_or("the ring-buffer reader ended", |(r, _)| r)));
     Ok(end)
 }
 

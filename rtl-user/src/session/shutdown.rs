@@ -60,7 +60,7 @@ pub(super) fn finish(s: Session, end: LoopEnd, started: Instant, opts: &TraceOpt
     let links = probes.links;
     match probes.release() {
         Ok(Detached::Foreground { ms }) => {
-            say(&format!("probes removed ({} links) in {ms:.0} ms", links.name()));
+            crate::term::info(&format!("probes removed ({} links) in {ms:.0} ms", links.name()));
             writer.meta([("detach_ms", format!("{ms:.1}"))]);
         }
         Ok(Detached::Background { pid }) => {

@@ -179,7 +179,7 @@ pub fn check(db: &Path, facts: crate::api_meaning::ApiFacts, t: &Thresholds, o: 
             "nothing to check: give --min-occupancy, --max-gaps, --max-mean, --max-p99 or --thresholds FILE".into()
         )));
     }
-    let s = summary_data_with(db, facts, &DataOptions { top: 0, window: t.window, linked_only: o.linked_only })?;
+    let s = summary_data_with(db, facts, &DataOptions { top: 0, window: t.window, linked_only: o.linked_only, report: false })?;
     let r = evaluate(&s, t);
     if o.json {
         serde_json::to_writer_pretty(&mut *out, &r.to_json())?;

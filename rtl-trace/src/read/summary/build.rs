@@ -26,6 +26,8 @@ pub struct DataOptions {
     pub window: Window,
     /// See [`super::SummaryOptions::linked_only`].
     pub linked_only: bool,
+    /// Also what only the HTML report draws: the per-stream lanes and the flame graph.
+    pub report: bool,
 }
 
 /// Computes the summary of `db` (the data behind every output format).
@@ -220,6 +222,10 @@ pub fn summary_data_with(db: &Path, facts: crate::api_meaning::ApiFacts, opts: &
     s.idle_gaps = largest_idle_gaps(&devs, IDLE_GAPS_SHOWN);
     drop(devs);
     super::inflight::fill(&conn, &mut s.idle_gaps, &name)?;
+    if opts.report {
+        (s.stream_lanes, s.stream_lanes_total) = super::lanes::stream_lanes(&conn, s.gpu_first_ns, s.gpu_last_ns, linked_only)?;
+        s.flame = super::flame::flame(&conn, linked_only)?;
+    }
 
     // roctx / NVTX ranges.
     (s.ranges, s.ranges_total_names) = super::ranges::ranges(&conn, std::mem::take(&mut scans.marker_samples), &name, top)?;

@@ -137,6 +137,51 @@ pub struct DeviceBusy {
     pub timeline: Vec<f64>,
 }
 
+/// One lane of the HTML report's per-stream timeline: a process's ops on one stream of one GPU
+/// (`stream` None: the stream is not known, `queue` names the hardware queue instead).
+#[derive(Debug, Clone)]
+pub struct StreamLane {
+    pub gpu: i64,
+    /// The process of the ops' calls (None: unlinked ops from a trace without `rtl_op.pid`).
+    pub pid: Option<i64>,
+    pub stream: Option<i64>,
+    pub queue: Option<i64>,
+    pub ops: i64,
+    pub busy_ns: i64,
+    pub busy_pct: f64,
+    /// Busy fraction (0..1) of each of [`TIMELINE_BINS`] bins over the GPU span.
+    pub timeline: Vec<f64>,
+}
+
+impl StreamLane {
+    pub fn key(&self) -> (i64, Option<i64>, Option<i64>, Option<i64>) {
+        (self.gpu, self.pid, self.queue, self.stream)
+    }
+    /// "stream 0x..." (0: "null stream"), or "queue N".
+    pub fn label(&self) -> String {
+        match (self.stream, self.queue) {
+            (Some(0), _) => "null stream".to_string(),
+            (Some(s), _) => format!("stream {s:#x}"),
+            (None, Some(q)) => format!("queue {q}"),
+            (None, None) => "?".to_string(),
+        }
+    }
+}
+
+/// The flame graph of GPU time by launch site: a node per frame, children called from it.
+#[derive(Debug, Clone, Default)]
+pub struct FlameNode {
+    /// The function (demangled), or `file+0xADDR`.
+    pub name: String,
+    /// The file it lies in (basename; empty for the root).
+    pub module: String,
+    /// GPU time of the ops whose call's stack passes through here.
+    pub gpu_ns: i64,
+    pub ops: i64,
+    /// By name (the children of one node are merged by function and file).
+    pub children: Vec<FlameNode>,
+}
+
 #[derive(Debug, Clone)]
 pub struct ProcessRow {
     pub pid: i64,
@@ -198,6 +243,12 @@ pub struct Summary {
     /// `--stacks` traces: GPU time by launch site (read/sites.rs), and how many sites there are.
     pub launch_sites: Vec<crate::read::sites::LaunchSite>,
     pub launch_sites_total: usize,
+    /// The HTML report's lanes per GPU, process and stream (filled only for the report), and how
+    /// many lanes there are (more than [`super::lanes::LANES_SHOWN`]: the busiest shown).
+    pub stream_lanes: Vec<StreamLane>,
+    pub stream_lanes_total: usize,
+    /// The flame graph of GPU time by launch site (HTML report; None: no op's call has a stack).
+    pub flame: Option<FlameNode>,
     /// Host, date, command, version, GPU source.
     pub header: Header,
     pub metadata: Vec<(String, String)>,

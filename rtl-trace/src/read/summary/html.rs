@@ -1,5 +1,7 @@
 //! `summary --html`: one self-contained page (inline CSS and SVG, no script, no network) with a
-//! GPU-busy timeline per device and the top-kernel bar chart, plus the summary tables.
+//! GPU-busy timeline per device and per stream, the top-kernel bar chart, the flame graph of GPU
+//! time by launch site (traces with stacks), plus the summary tables. Tooltips (SVG `<title>`)
+//! on every bar, timeline bin and frame.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -50,21 +52,16 @@ fn timeline_svg(s: &Summary) -> String {
         let color = PALETTE[i % PALETTE.len()];
         let _ = write!(o, r#"<text x="0" y="{}" class="lbl">GPU {}</text>"#, y0 + lane_h / 2.0 - 2.0, d.gpu);
         let _ = write!(o, r#"<text x="0" y="{}" class="sub">{:.1}% busy</text>"#, y0 + lane_h / 2.0 + 12.0, d.busy_pct);
-        let _ = write!(o, r##"<rect x="{left}" y="{y0}" width="{w}" height="{lane_h}" fill="#f3f4f6"/>"##);
-        let nb = d.timeline.len().max(1) as f64;
-        let bw = w / nb;
-        // One path: a column per bin, height = busy fraction.
-        let mut p = String::new();
-        for (b, f) in d.timeline.iter().enumerate() {
-            if *f <= 0.0 {
-                continue;
-            }
-            let x = left + b as f64 * bw;
-            let bh = f * lane_h;
-            let _ = write!(p, "M{x:.2} {:.2}h{:.2}v{bh:.2}h-{:.2}z", y0 + lane_h - bh, bw, bw);
-        }
-        let _ =
-            write!(o, r#"<path d="{p}" fill="{color}"><title>GPU {}: {} busy of {}</title></path>"#, d.gpu, dur(d.busy_ns), dur(d.wall_ns));
+        let name = format!("GPU {}", d.gpu);
+        let _ = write!(
+            o,
+            r##"<g class="device" data-gpu="{}"><title>GPU {}: {} busy of {}</title><rect x="{left}" y="{y0}" width="{w}" height="{lane_h}" fill="#f3f4f6"/></g>"##,
+            d.gpu,
+            d.gpu,
+            esc(&dur(d.busy_ns)),
+            esc(&dur(d.wall_ns))
+        );
+        super::html_charts::bins(&mut o, s, &name, &d.timeline, (left, y0, w, lane_h), color);
     }
     let y = n * (lane_h + gap) + 18.0;
     let span = s.gpu_last_ns - s.gpu_first_ns;
@@ -133,7 +130,7 @@ pub fn render(s: &Summary) -> String {
          td,th{padding:3px 10px;border-bottom:1px solid #e5e7eb;text-align:right}td:first-child,th:first-child{text-align:left}\
          .lbl{font-size:12px;fill:#111827}.sub{font-size:11px;fill:#6b7280}.meta{color:#6b7280;font-size:13px}\
          td.name{text-align:left;font-family:ui-monospace,monospace;font-size:12px}.hdr th{text-align:left;color:#6b7280;font-weight:normal}.hdr td{text-align:left}\
-         .warn{color:#b91c1c;font-weight:600}\n",
+         .warn{color:#b91c1c;font-weight:600}.fl{font-size:11px;fill:#111827;pointer-events:none}\n",
     );
     o.push_str("</style></head><body>\n");
     let _ = write!(o, "<h1>rtl-ebpf trace summary</h1><p class=\"meta\">{}<br>span {} &middot; {} API calls &middot; {} GPU ops ({} GPU time) &middot; {} roctx markers</p>",
@@ -148,6 +145,14 @@ pub fn render(s: &Summary) -> String {
         o.push_str("<p>No GPU ops in this trace.</p>");
     } else {
         o.push_str(&timeline_svg(s));
+    }
+    if !s.stream_lanes.is_empty() {
+        o.push_str("<h2 id=\"streams\">GPU busy per stream</h2><p class=\"meta\">One lane per GPU, process and stream (the launching call's stream argument; a hardware queue where the stream is not known).");
+        if s.stream_lanes_total > s.stream_lanes.len() {
+            let _ = write!(o, " The {} busiest of {} lanes are shown.", s.stream_lanes.len(), s.stream_lanes_total);
+        }
+        o.push_str("</p>");
+        o.push_str(&super::html_charts::stream_lanes_svg(s));
     }
     o.push_str("<h2>Top kernels by total GPU time</h2>");
     if s.ops.is_empty() {
@@ -203,6 +208,15 @@ pub fn render(s: &Summary) -> String {
             );
         }
         o.push_str("</table>");
+    }
+    if let Some(root) = &s.flame {
+        let _ = write!(
+            o,
+            "<h2 id=\"flame\">GPU time by launch site</h2><p class=\"meta\">Flame graph: each GPU op's time under the stack of the call that launched it (a replayed graph node: the call that created the node during capture), {} of {} GPU time; the callers below, the callees above. Hover a frame for its time.</p>",
+            esc(&dur(root.gpu_ns)),
+            esc(&dur(s.gpu_time_ns))
+        );
+        o.push_str(&super::html_charts::flame_svg(root));
     }
     o.push_str(&sec::ranges(s));
     o.push_str("<h2>Processes</h2><table><tr><th>pid</th><th>API calls</th><th>API time</th><th>GPU ops</th><th>GPU time</th><th>GPUs</th><th>command</th></tr>");

@@ -94,12 +94,42 @@ pub fn gpu_span(devs: &Devices) -> (i64, i64) {
     (first, last)
 }
 
+/// The width (ns) of each of [`TIMELINE_BINS`] bins over the GPU span `(first, last)`.
+pub fn bin_width(first: i64, last: i64) -> i64 {
+    let wall = (last - first).max(1);
+    ((wall + TIMELINE_BINS as i64 - 1) / TIMELINE_BINS as i64).max(1)
+}
+
+/// The union (ns) of intervals `[s, e)` sorted by start, and its busy fraction (0..1) in each of
+/// [`TIMELINE_BINS`] bins of `bin` ns from `first` (the last bin takes what runs past it).
+pub fn union_bins(iv: impl Iterator<Item = (i64, i64)>, first: i64, bin: i64) -> (i64, Vec<f64>) {
+    let mut union = 0i64;
+    let mut run_end = i64::MIN;
+    let mut bins = vec![0f64; TIMELINE_BINS];
+    for (s, e) in iv {
+        let from = s.max(run_end);
+        // spread [from, e) over the bins it covers (integer ns: always progresses)
+        let mut t = from;
+        while t < e {
+            let b = (((t - first) / bin).max(0) as usize).min(TIMELINE_BINS - 1);
+            let bin_end = if b == TIMELINE_BINS - 1 { e } else { (first + (b as i64 + 1) * bin).min(e) };
+            bins[b] += (bin_end - t) as f64;
+            t = bin_end;
+        }
+        if e > from {
+            union += e - from;
+        }
+        run_end = run_end.max(e);
+    }
+    // JSON shows the timeline rounded to 3 decimals; the page draws it as is.
+    (union, bins.iter().map(|b| (b / bin as f64).clamp(0.0, 1.0)).collect())
+}
+
 /// GPU busy per device and queue over the GPU span `(first, last)` of every device, and each
 /// device's busy timeline of [`TIMELINE_BINS`] bins.
 pub fn busy(devs: &Devices) -> Vec<DeviceBusy> {
     let (first, last) = gpu_span(devs);
-    let wall = (last - first).max(1);
-    let bin = ((wall + TIMELINE_BINS as i64 - 1) / TIMELINE_BINS as i64).max(1);
+    let bin = bin_width(first, last);
     let pct = |x: i64| {
         if last - first > 0 {
             x as f64 * 100.0 / (last - first) as f64
@@ -109,27 +139,9 @@ pub fn busy(devs: &Devices) -> Vec<DeviceBusy> {
     };
     let mut out = vec![];
     for (&gpu, iv) in devs {
-        let mut union = 0i64;
-        let mut run_end = i64::MIN;
-        let mut bins = vec![0f64; TIMELINE_BINS];
+        let (union, timeline) = union_bins(iv.iter().map(|x| (x.s, x.e)), first, bin);
         let mut queues: BTreeMap<i64, (i64, i64, i64)> = BTreeMap::new(); // q -> (ops, union, run_end)
-        let mut add_bins = |s: i64, e: i64| {
-            // spread [s, e) over the bins it covers (integer ns: always progresses)
-            let mut t = s;
-            while t < e {
-                let b = (((t - first) / bin) as usize).min(TIMELINE_BINS - 1);
-                let bin_end = if b == TIMELINE_BINS - 1 { e } else { (first + (b as i64 + 1) * bin).min(e) };
-                bins[b] += (bin_end - t) as f64;
-                t = bin_end;
-            }
-        };
         for x in iv {
-            let from = x.s.max(run_end);
-            if x.e > from {
-                union += x.e - from;
-                add_bins(from, x.e);
-            }
-            run_end = run_end.max(x.e);
             let qe = queues.entry(x.q).or_insert((0, 0, i64::MIN));
             qe.0 += 1;
             let from = x.s.max(qe.2);
@@ -138,8 +150,6 @@ pub fn busy(devs: &Devices) -> Vec<DeviceBusy> {
             }
             qe.2 = qe.2.max(x.e);
         }
-        // JSON shows the timeline rounded to 3 decimals; the page draws it as is.
-        let timeline: Vec<f64> = bins.iter().map(|b| (b / bin as f64).clamp(0.0, 1.0)).collect();
         out.push(DeviceBusy {
             gpu,
             ops: iv.len() as i64,

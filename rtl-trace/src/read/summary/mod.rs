@@ -15,7 +15,9 @@
 //! [`intervals`] (the GPU ops' intervals, busy), [`gaps`] (occupancy windows, queue and idle
 //! gaps), [`inflight`] (API calls in flight during idle gaps), [`ranges`] (roctx / NVTX ranges),
 //! [`header`] (host, date, command, version, GPU source), and their outputs
-//! [`text_sections`], [`json_sections`], [`html_sections`].
+//! [`text_sections`], [`json_sections`], [`html_sections`]; what only the report draws:
+//! [`lanes`] (busy per GPU, process and stream) and [`flame`] (GPU time by launch site), drawn
+//! by [`html_charts`].
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -25,14 +27,17 @@ use anyhow::Result;
 mod build;
 mod compare;
 mod data;
+mod flame;
 mod gaps;
 mod header;
 mod html;
+mod html_charts;
 mod html_sections;
 mod inflight;
 mod intervals;
 mod json;
 mod json_sections;
+mod lanes;
 mod ranges;
 mod samples;
 mod scans;
@@ -71,7 +76,8 @@ pub fn summary(db: &Path, facts: crate::api_meaning::ApiFacts, opts: &SummaryOpt
     if let Some(h) = &opts.html {
         crate::read::open::refuse_output_that_is_an_input(h, &[db])?;
     }
-    let s = summary_data_of(db, facts, opts.top, opts.linked_only)?;
+    let data = DataOptions { top: opts.top, linked_only: opts.linked_only, report: opts.html.is_some(), ..Default::default() };
+    let s = summary_data_with(db, facts, &data)?;
     if let Some(h) = &opts.html {
         html::write_report(&s, db, h)?;
     }
