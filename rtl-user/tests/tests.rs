@@ -19,6 +19,7 @@ mod hw_validate;
 mod probe_lifecycle;
 mod read_check;
 mod read_golden_sim;
+mod read_html_browser;
 mod read_interop;
 mod read_merge;
 mod read_migrate;

@@ -9,7 +9,7 @@ use crate::util::cmd;
 
 /// Debian packages: the eBPF build chain (LLVM 22 matches the nightly's LLVM), the real ROCm
 /// runtime and headers the workloads and simulator build against, hipcc for real kernels,
-/// and tools the tests cross-check with.
+/// and tools the tests cross-check with (a headless Chromium renders the HTML report).
 const APT_PACKAGES: &[&str] = &[
     "llvm-22-dev",
     "libclang-22-dev",
@@ -24,6 +24,8 @@ const APT_PACKAGES: &[&str] = &[
     "make",
     "g++",
     "bpftrace",
+    // the HTML report's browser test (rtl-user/tests/read_html_browser.rs)
+    "chromium-headless-shell",
 ];
 
 const PIP_PACKAGES: &[&str] = &["perfetto", "protobuf"];

@@ -192,3 +192,71 @@ pub fn counts(path: &Path) -> std::collections::BTreeMap<String, i64> {
     }
     m
 }
+
+/// Streams of [`gpu_trace`]'s processes: stream `s` of each process is this plus `s`.
+pub const STREAM_BASE: i64 = 0x5500_0000;
+
+/// A trace of `procs` processes (pids 1000, 1001, ...) each launching `launches` kernels on
+/// each of `streams` streams of each of `gpus` GPUs (queue = stream index): every launch linked
+/// to its op, its stream in `rtl_api.a3`. With `stacks`, every launch has a stack
+/// `main -> train_step -> launch_s<s> -> hipLaunchKernel` (the first three in the app, the last
+/// in the runtime), and 10 us more GPU time per op on stream 0 (`launch_s0` the largest site).
+pub fn gpu_trace(path: &Path, procs: i64, gpus: i64, streams: i64, launches: i64, stacks: bool) -> PathBuf {
+    let c = new_trace(path);
+    c.execute_batch("BEGIN").unwrap();
+    c.execute(
+        "INSERT INTO rocpd_metadata(tag, value) VALUES ('schema_version', ?1), ('rtl_schema_version', ?2), ('clock', 'CLOCK_MONOTONIC'),
+             ('realtime_minus_monotonic_ns', '1700000000000000000'), ('hostname', 'node7')",
+        params![schema::RPD_SCHEMA_VERSION, schema::RTL_SCHEMA_VERSION.to_string()],
+    )
+    .unwrap();
+    if stacks {
+        // frames: 1 main, 2 train_step, 3.. launch_s<s> (app), then hipLaunchKernel (runtime)
+        let frame = |id: i64, module: &str, symbol: &str, runtime: i64| {
+            c.execute(
+                "INSERT INTO rtl_frame(id, module, address, symbol, symbol_offset, runtime) VALUES (?1, ?2, ?3, ?4, 4, ?5)",
+                params![id, module, 0x1000 + id * 0x40, symbol, runtime],
+            )
+            .unwrap();
+        };
+        frame(1, "/opt/app/train", "main", 0);
+        frame(2, "/opt/app/train", "train_step(int)", 0);
+        frame(3, "/opt/rocm/lib/libamdhip64.so.6", "hipLaunchKernel", 1);
+        for s in 0..streams {
+            frame(10 + s, "/opt/app/train", &format!("launch_s{s}(float*)"), 0);
+            c.execute("INSERT INTO rtl_stack(id, depth, site_frame_id, truncated) VALUES (?1, 4, ?2, 0)", params![s + 1, 10 + s]).unwrap();
+            for (depth, f) in [3, 10 + s, 2, 1].iter().enumerate() {
+                c.execute("INSERT INTO rtl_stack_frame(stack_id, depth, frame_id) VALUES (?1, ?2, ?3)", params![s + 1, depth as i64, f])
+                    .unwrap();
+            }
+        }
+    }
+    let mut t = 1_000_000i64;
+    for p in 0..procs {
+        let pid = 1000 + p;
+        c.execute(
+            "INSERT INTO rtl_process(pid, ppid, exe, cmdline, first_ns, last_ns, exited) VALUES (?1, 1, '/opt/app/train', ?2, 0, 0, 1)",
+            params![pid, format!("train --rank {p}")],
+        )
+        .unwrap();
+        for g in 0..gpus {
+            for s in 0..streams {
+                for k in 0..launches {
+                    let kernel = format!("_Z6gemm_{}PfS_i", (b'a' + (k % 3) as u8) as char);
+                    let a = api(&c, pid, pid, t, t + 3_000, "hipLaunchKernel", "", t, Some(0), 0);
+                    c.execute("UPDATE rtl_api SET a3 = ?2 WHERE api_id = ?1", params![a, STREAM_BASE + s]).unwrap();
+                    let d = 20_000 + if s == 0 { 10_000 } else { 0 } + k * 1_000;
+                    let o = op(&c, g, s, t + 8_000, t + 8_000 + d, &kernel, "KernelExecution", t);
+                    link(&c, a, o);
+                    c.execute("INSERT INTO rtl_op(op_id, link, pid) VALUES (?1, 1, ?2)", params![o, pid]).unwrap();
+                    if stacks {
+                        c.execute("INSERT INTO rtl_api_stack(api_id, stack_id) VALUES (?1, ?2)", params![a, s + 1]).unwrap();
+                    }
+                    t += 7_000 + 2_000 * g;
+                }
+            }
+        }
+    }
+    c.execute_batch("COMMIT").unwrap();
+    path.to_path_buf()
+}
