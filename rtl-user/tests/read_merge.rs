@@ -213,3 +213,68 @@ fn merge_keeps_one_meaning_per_api_and_counts_the_differing_ones() {
         rusqlite::types::Value::Text("function".into())
     );
 }
+
+/// Call sites and captures through their ids: each op's call and that call's frames, each
+/// capture's calls, each graph launch's capture, each replayed node's capture-time call.
+const SITE_CONTENT: &[&str] = &[
+    "SELECT a.pid, a.start, o.start, st.depth, st.truncated, sf.string,
+            (SELECT group_concat(f.symbol || '@' || f.module || '+' || f.address || '/' || f.runtime, ' < ')
+             FROM (SELECT * FROM rtl_stack_frame x WHERE x.stack_id = s.stack_id ORDER BY x.depth) y JOIN rtl_frame f ON f.id = y.frame_id)
+     FROM rocpd_op o JOIN rocpd_api_ops l ON l.op_id = o.id JOIN rocpd_api a ON a.id = l.api_id
+          JOIN rtl_api_stack s ON s.api_id = a.id JOIN rtl_stack st ON st.id = s.stack_id
+          JOIN (SELECT f.id, f.symbol AS string FROM rtl_frame f) sf ON sf.id = st.site_frame_id",
+    "SELECT c.pid, c.stream, c.graph, b.start, e.start, n.node, x.start FROM rtl_capture c
+          JOIN rocpd_api b ON b.id = c.begin_api_id JOIN rocpd_api e ON e.id = c.end_api_id
+          JOIN rtl_capture_call n ON n.capture_id = c.id JOIN rocpd_api x ON x.id = n.api_id",
+    "SELECT g.start, c.graph, b.start FROM rtl_graph_launch gl JOIN rocpd_api g ON g.id = gl.api_id
+          JOIN rtl_capture c ON c.id = gl.capture_id JOIN rocpd_api b ON b.id = c.begin_api_id",
+    "SELECT o.start, o.end, a.start, a.pid FROM rtl_op_site s JOIN rocpd_op o ON o.id = s.op_id JOIN rocpd_api a ON a.id = s.api_id",
+];
+
+#[test]
+fn merge_carries_call_sites_and_captures_with_ids_remapped() {
+    let d = tmpdir();
+    let a = gpu_trace(&d.path().join("a.db"), 1, 1, 3, 4, true);
+    let b = gpu_trace(&d.path().join("b.db"), 2, 2, 2, 3, true);
+    // A capture in each: the first two calls captured, the third a replay of it, its op a node.
+    for (p, graph) in [(&a, 0x99), (&b, 0x77)] {
+        Connection::open(p)
+            .unwrap()
+            .execute_batch(&format!(
+                "INSERT INTO rtl_capture(id, pid, stream, begin_api_id, end_api_id, graph) VALUES (1, 1000, {STREAM_BASE}, 1, 2, {graph});
+                 INSERT INTO rtl_capture_call(capture_id, node, api_id) VALUES (1, 0, 1), (1, 1, 2);
+                 INSERT INTO rtl_graph_launch(api_id, capture_id) VALUES (3, 1);
+                 INSERT INTO rtl_op_site(op_id, api_id) VALUES (3, 1);"
+            ))
+            .unwrap();
+    }
+    let out = d.path().join("merged.db");
+    let stats = merge(&[a.clone(), b.clone()], &out, false).unwrap();
+    let (ca, cb, co) = (counts(&a), counts(&b), counts(&out));
+    for t in ["rtl_frame", "rtl_stack", "rtl_stack_frame", "rtl_api_stack", "rtl_capture", "rtl_capture_call", "rtl_graph_launch", "rtl_op_site"] {
+        assert!(ca[t] > 0 && cb[t] > 0, "{t}: the inputs have rows");
+        assert_eq!(co[t], ca[t] + cb[t], "{t}: every row kept");
+    }
+    for sql in SITE_CONTENT {
+        let (ma, mb, mo) = (multiset(&a, sql), multiset(&b, sql), multiset(&out, sql));
+        assert!(!ma.is_empty() && !mb.is_empty(), "{sql}: nothing to compare");
+        assert_eq!(mo, add(&ma, &mb), "{sql}");
+    }
+    // The second input's ids moved past the first's.
+    let second = &stats.inputs[1];
+    assert_eq!((second.frame_id_offset, second.stack_id_offset, second.capture_id_offset), (12, 3, 1));
+    // No dangling reference.
+    for sql in [
+        "SELECT count(*) FROM rtl_stack_frame WHERE frame_id NOT IN (SELECT id FROM rtl_frame) OR stack_id NOT IN (SELECT id FROM rtl_stack)",
+        "SELECT count(*) FROM rtl_api_stack WHERE api_id NOT IN (SELECT id FROM rocpd_api) OR stack_id NOT IN (SELECT id FROM rtl_stack)",
+        "SELECT count(*) FROM rtl_op_site WHERE op_id NOT IN (SELECT id FROM rocpd_op) OR api_id NOT IN (SELECT id FROM rocpd_api)",
+        "SELECT count(*) FROM rtl_graph_launch WHERE capture_id NOT IN (SELECT id FROM rtl_capture)",
+    ] {
+        assert_eq!(one(&out, sql), rusqlite::types::Value::Integer(0), "{sql}");
+    }
+    // The readers see the merged sites: the summary's top launch site over both inputs.
+    let mut text = Vec::new();
+    summary(&out, &SummaryOptions::default(), &mut text).unwrap();
+    let text = String::from_utf8(text).unwrap();
+    assert!(text.contains("launch_s0(float*)"), "{text}");
+}
