@@ -251,7 +251,9 @@ fn merge_carries_call_sites_and_captures_with_ids_remapped() {
     let out = d.path().join("merged.db");
     let stats = merge(&[a.clone(), b.clone()], &out, false).unwrap();
     let (ca, cb, co) = (counts(&a), counts(&b), counts(&out));
-    for t in ["rtl_frame", "rtl_stack", "rtl_stack_frame", "rtl_api_stack", "rtl_capture", "rtl_capture_call", "rtl_graph_launch", "rtl_op_site"] {
+    for t in
+        ["rtl_frame", "rtl_stack", "rtl_stack_frame", "rtl_api_stack", "rtl_capture", "rtl_capture_call", "rtl_graph_launch", "rtl_op_site"]
+    {
         assert!(ca[t] > 0 && cb[t] > 0, "{t}: the inputs have rows");
         assert_eq!(co[t], ca[t] + cb[t], "{t}: every row kept");
     }

@@ -307,3 +307,66 @@ fn launch_args_function(ev: &[Value]) -> String {
     let l = ev.iter().find(|e| e["name"] == "hipLaunchKernel").unwrap();
     l["args"]["function"].as_str().unwrap().to_string()
 }
+
+/// GPU lanes per stream as well as per queue, threads named by their command, roctx beside its
+/// thread, the clock declared: 2 processes x 2 GPUs x 3 streams, 4 launches each, a roctx
+/// range on a second thread.
+fn streams_trace(path: &Path) -> PathBuf {
+    let db = gpu_trace(path, 2, 2, 3, 4, false);
+    let c = Connection::open(&db).unwrap();
+    let push = api(&c, 1000, 1007, 10, 20, "roctxRangePushA", "message=\"step\"", 9_000_000, Some(0), 0);
+    api(&c, 1000, 1007, 900, 910, "roctxRangePop", "", 9_000_001, Some(0), 0);
+    let mk = op(&c, -1, 1000, 15, 905, "step", "UserMarker", 9_000_000);
+    link(&c, push, mk);
+    db
+}
+
+#[test]
+fn pftrace_streams_threads_and_clock() {
+    let d = tmpdir();
+    let db = streams_trace(&d.path().join("t.db"));
+    let out = d.path().join("t.pftrace");
+    convert_perfetto_proto(&db, &out).unwrap();
+    let r = check_pftrace(&out, &db);
+    assert_eq!(r["gpu_ops"], 48);
+    assert_eq!(r["gpu_ops_on_streams"], 48, "every op again on its stream's track");
+    assert_eq!(r["roctx"], 1);
+}
+
+#[test]
+fn json_streams_threads_and_roctx_beside_its_thread() {
+    let d = tmpdir();
+    let db = streams_trace(&d.path().join("t.db"));
+    let out = d.path().join("t.json");
+    convert_perfetto_json(&db, &out).unwrap();
+    let doc = read_json(&out);
+    let ev = doc["traceEvents"].as_array().unwrap();
+    let meta = |pid: i64, what: &str| -> Vec<(i64, Value)> {
+        ev.iter()
+            .filter(|e| e["ph"] == "M" && e["pid"] == pid && e["name"] == what)
+            .map(|e| (e["tid"].as_i64().unwrap(), e["args"].clone()))
+            .collect()
+    };
+    let names: HashMap<i64, String> =
+        meta(1000, "thread_name").into_iter().map(|(t, a)| (t, a["name"].as_str().unwrap().to_string())).collect();
+    let ranks: HashMap<i64, i64> =
+        meta(1000, "thread_sort_index").into_iter().map(|(t, a)| (t, a["sort_index"].as_i64().unwrap())).collect();
+    assert_eq!(names[&1000], "train 1000", "the main thread named by its command");
+    assert_eq!(names[&1007], "thread 1007");
+    let roctx_tid = names.iter().find(|(_, n)| n.starts_with("roctx 1007")).map(|(t, _)| *t).expect("roctx track");
+    assert_eq!(ranks[&roctx_tid], ranks[&1007] + 1, "roctx sorts right after its thread");
+    assert!(ranks[&1000] < ranks[&1007]);
+    // Each GPU: 3 queues, and 2 processes x 3 streams.
+    for g in 0..2 {
+        let gpid = rtl_user::read::GPU_PID_BASE + g;
+        let tracks: Vec<String> = meta(gpid, "thread_name").into_iter().map(|(_, a)| a["name"].as_str().unwrap().to_string()).collect();
+        for s in 0..3 {
+            assert!(tracks.contains(&format!("queue {s}")), "GPU {g}: {tracks:?}");
+            for pid in [1000, 1001] {
+                assert!(tracks.contains(&format!("stream {:#x} (pid {pid})", STREAM_BASE + s)), "GPU {g}: {tracks:?}");
+            }
+        }
+        let on_gpu = ev.iter().filter(|e| e["ph"] == "X" && e["pid"] == gpid).count();
+        assert_eq!(on_gpu, 2 * 24, "GPU {g}: each of its 24 ops on its queue and on its stream");
+    }
+}

@@ -3,6 +3,10 @@
 //! process / thread / GPU queue and `TrackEvent` begin/end pairs; event names are interned
 //! (iid = the rocpd_string id), flows use `flow_ids` / `terminating_flow_ids`.
 //!
+//! The trace's clock is declared: a `ClockSnapshot` naming CLOCK_MONOTONIC the trace's clock
+//! (and CLOCK_REALTIME at the same instant, from `realtime_minus_monotonic_ns`), and each
+//! sequence's `TracePacketDefaults.timestamp_clock_id` CLOCK_MONOTONIC.
+//!
 //! The messages are the subset of perfetto/protos/perfetto/trace/*.proto that we write, declared
 //! with prost's derive (same field numbers and types as upstream).
 
@@ -29,7 +33,41 @@ pub(crate) struct TracePacket {
     pub sequence_flags: Option<u32>,
     #[prost(message, optional, tag = "60")]
     pub track_descriptor: Option<TrackDescriptor>,
+    #[prost(message, optional, tag = "6")]
+    pub clock_snapshot: Option<ClockSnapshot>,
+    #[prost(message, optional, tag = "59")]
+    pub trace_packet_defaults: Option<TracePacketDefaults>,
 }
+
+/// The clocks' readings at one instant: how trace_processor relates a sequence's clock to the
+/// others, and (`primary_trace_clock`) which clock the trace's time is.
+#[derive(Clone, PartialEq, Message)]
+pub(crate) struct ClockSnapshot {
+    #[prost(message, repeated, tag = "1")]
+    pub clocks: Vec<Clock>,
+    /// A `BuiltinClock`.
+    #[prost(int32, optional, tag = "2")]
+    pub primary_trace_clock: Option<i32>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub(crate) struct Clock {
+    #[prost(uint32, optional, tag = "1")]
+    pub clock_id: Option<u32>,
+    #[prost(uint64, optional, tag = "2")]
+    pub timestamp: Option<u64>,
+}
+
+/// Defaults of a sequence's packets (incremental state: sent with the packet that clears it).
+#[derive(Clone, PartialEq, Message)]
+pub(crate) struct TracePacketDefaults {
+    #[prost(uint32, optional, tag = "58")]
+    pub timestamp_clock_id: Option<u32>,
+}
+
+/// perfetto.protos.BuiltinClock: every time in a trace is CLOCK_MONOTONIC (docs/trace-format.md).
+const CLOCK_REALTIME: u32 = 1;
+const CLOCK_MONOTONIC: u32 = 3;
 
 #[derive(Clone, PartialEq, Message)]
 pub(crate) struct TrackDescriptor {
@@ -327,11 +365,35 @@ impl<W: Write> ProtoSink<W> {
         self.packet(&TracePacket {
             trusted_packet_sequence_id: Some(self.seq),
             sequence_flags: Some(SEQ_INCREMENTAL_STATE_CLEARED),
+            trace_packet_defaults: Some(TracePacketDefaults { timestamp_clock_id: Some(CLOCK_MONOTONIC) }),
             interned_data: Some(InternedData {
                 event_categories: interned(CATEGORIES),
                 debug_annotation_names: interned(ANNOTATIONS),
                 ..Default::default()
             }),
+            ..Default::default()
+        })
+    }
+
+    /// The trace's clock declared: CLOCK_MONOTONIC is the trace's time (so the times shown are
+    /// the file's), with CLOCK_REALTIME beside it where the trace recorded the offset.
+    fn clock_snapshot(&mut self, conn: &rusqlite::Connection) -> Result<()> {
+        let meta = |tag: &str| -> Result<Option<i64>> {
+            let v: Option<String> = conn
+                .query_row("SELECT CAST(value AS TEXT) FROM rocpd_metadata WHERE tag = ?1 ORDER BY id DESC LIMIT 1", [tag], |r| r.get(0))
+                .map(Some)
+                .or_else(|e| if matches!(e, rusqlite::Error::QueryReturnedNoRows) { Ok(None) } else { Err(e) })?;
+            Ok(v.and_then(|v| v.trim().parse::<i64>().ok()))
+        };
+        let t = meta("trace_start_ns")?.filter(|t| *t >= 0).unwrap_or(0);
+        let mut clocks = vec![Clock { clock_id: Some(CLOCK_MONOTONIC), timestamp: Some(t as u64) }];
+        if let Some(real) = meta("realtime_minus_monotonic_ns")?.and_then(|d| d.checked_add(t)).filter(|r| *r >= 0) {
+            clocks.push(Clock { clock_id: Some(CLOCK_REALTIME), timestamp: Some(real as u64) });
+        }
+        self.packet(&TracePacket {
+            timestamp: Some(t as u64),
+            trusted_packet_sequence_id: Some(self.seq),
+            clock_snapshot: Some(ClockSnapshot { clocks, primary_trace_clock: Some(CLOCK_MONOTONIC as i32) }),
             ..Default::default()
         })
     }
@@ -363,6 +425,7 @@ pub fn convert_perfetto_proto(db: &Path, facts: crate::api_meaning::ApiFacts, ou
         // sequences of their own into part files, appended after (packet order across
         // sequences does not matter: readers sort by timestamp).
         sink.start_sequence()?;
+        sink.clock_snapshot(&conn)?;
         let p = timeline::prelude(&conn)?;
         timeline::emit_tracks(&conn, &p, &mut sink)?;
         let (files, parts) = PartFiles::new(out, 2)?;

@@ -7,7 +7,11 @@ Parses the file with Perfetto's own protobuf definitions (pip package `perfetto`
 perfetto.protos.perfetto.trace.perfetto_trace_pb2, Trace().ParseFromString), rebuilds the slices
 from the TrackEvent begin/end pairs per track, and compares with the DB:
   - every begin has its end on the same track, nothing left open;
-  - GPU ops: same count, same (op id -> start, duration, name), on the track of their GPU / queue;
+  - the clock: one ClockSnapshot making CLOCK_MONOTONIC the trace's clock (REALTIME beside it at
+    the trace's offset), every sequence defaulting to CLOCK_MONOTONIC;
+  - GPU ops: same count, same (op id -> start, duration, name), on the track of their GPU / queue,
+    and again on their process's stream track where the call's stream is known;
+  - main threads named "COMM TID" (COMM: the executable's name, 15 bytes);
   - API calls: same count and (api id -> start, duration, name), on their process / thread;
   - roctx marker ops: same count and durations;
   - flows: every flow id leaves exactly one API slice and ends in exactly one op slice, and the
@@ -102,10 +106,58 @@ def main():
 
     db = sqlite3.connect(db_path)
     q = lambda sql: db.execute(sql).fetchall()
+
+    def db_meta(tag):
+        r = q(f"SELECT value FROM rocpd_metadata WHERE tag = '{tag}' ORDER BY id DESC LIMIT 1")
+        return r[0][0] if r else None
     string = dict(q("SELECT id, string FROM rocpd_string"))
 
-    # GPU ops.
-    gpu = [s for s in slices if "gpu" in s[4]]
+    # The clock: CLOCK_MONOTONIC (BuiltinClock 3) is the trace's clock, and every sequence's default.
+    snaps = [p.clock_snapshot for p in trace.packet if p.HasField("clock_snapshot")]
+    if len(snaps) != 1 or snaps[0].primary_trace_clock != 3:
+        errors.append(f"expected one ClockSnapshot with primary_trace_clock MONOTONIC, got {snaps}")
+    else:
+        clocks = {c.clock_id: c.timestamp for c in snaps[0].clocks}
+        if 3 not in clocks:
+            errors.append("the ClockSnapshot lacks CLOCK_MONOTONIC")
+        rmm = db_meta("realtime_minus_monotonic_ns")
+        if rmm is not None and clocks.get(1, 0) - clocks.get(3, 0) != int(rmm):
+            errors.append(f"REALTIME - MONOTONIC in the snapshot is {clocks.get(1, 0) - clocks.get(3, 0)}, the trace says {rmm}")
+    for p in trace.packet:
+        if p.sequence_flags & pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED:
+            if p.trace_packet_defaults.timestamp_clock_id != 3:
+                errors.append(f"sequence {p.trusted_packet_sequence_id} does not default to CLOCK_MONOTONIC")
+
+    # GPU ops: once on their queue's track, and again on their stream's where the stream is known.
+    gpu_all = [s for s in slices if "gpu" in s[4]]
+    on_stream = lambda s: [d.name for d in track_path(s[0])][0].split(" (")[0].endswith("stream") or \
+        [d.name for d in track_path(s[0])][0].startswith("stream ")
+    gpu = [s for s in gpu_all if not on_stream(s)]
+    streams = [s for s in gpu_all if on_stream(s)]
+    want_streams = {r[0]: r for r in q("""SELECT o.id, o.gpuId, r.a3, a.pid FROM rocpd_op o
+        JOIN rocpd_api a ON a.id = (SELECT l.api_id FROM rocpd_api_ops l WHERE l.op_id = o.id LIMIT 1)
+        JOIN rtl_api r ON r.api_id = a.id JOIN rtl_api_meaning m ON m.apiName_id = a.apiName_id AND m.a3 = 'stream'
+        WHERE o.gpuId >= 0 AND r.a3 IS NOT NULL""")}
+    if sorted(s[5].get("op_id") for s in streams) != sorted(want_streams):
+        errors.append(f"stream slices: {len(streams)}, ops with a known stream: {len(want_streams)}")
+    for s in streams:
+        r = want_streams.get(s[5].get("op_id"))
+        if r is None:
+            continue
+        _, g, stream, pid = r
+        path = [d.name for d in track_path(s[0])]
+        label = "null stream" if stream == 0 else f"stream {stream:#x}"
+        if not path[0].startswith(f"{label} (pid {pid})") or f"GPU {g}" not in path:
+            errors.append(f"op {r[0]} (GPU {g}, {label}, pid {pid}) is on stream track {path}")
+
+    # Threads: the main thread named by its command (comm), as Perfetto names threads.
+    for pid, exe in q("SELECT pid, exe FROM rtl_process WHERE exe IS NOT NULL AND exe != ''"):
+        comm = exe.rsplit("/", 1)[-1].encode()[:15].decode(errors="ignore")
+        mains = [d for d in tracks.values() if d.HasField("thread") and d.thread.pid == pid and d.thread.tid == pid]
+        if mains and mains[0].thread.thread_name != f"{comm} {pid}":
+            errors.append(f"main thread of {pid} named {mains[0].thread.thread_name!r}, not {comm} {pid}")
+
+    # GPU ops on their queue.
     ops = {r[0]: r for r in q("SELECT id, gpuId, queueId, start, end, description_id, opType_id FROM rocpd_op WHERE gpuId >= 0")}
     if len(gpu) != len(ops):
         errors.append(f"GPU op slices: {len(gpu)} in the trace, {len(ops)} in the DB")
@@ -194,7 +246,7 @@ def main():
 
     report = {
         "packets": len(trace.packet), "tracks": len(tracks), "slices": len(slices),
-        "gpu_ops": len(gpu), "api_calls": len(api), "roctx": len(rx), "flows": len(got),
+        "gpu_ops": len(gpu), "gpu_ops_on_streams": len(streams), "api_calls": len(api), "roctx": len(rx), "flows": len(got),
         "errors": errors[:20],
     }
     print(json.dumps(report))

@@ -92,8 +92,9 @@ pub(crate) fn emit_apis(conn: &Connection, p: &Prelude, sink: &mut dyn Sink) -> 
         }
         let mut flow_out = parse_ids(r.get(25)?, 0);
         flow_out.extend(parse_ids(r.get(26)?, CORR_FLOW_BASE));
-        let ltid =
-            tracks.place(sink, (pid, tid), (start, end), |lane| (lane > 0).then(|| (format!("thread {tid} (overlap {lane})"), 2)))?;
+        let ltid = tracks.place(sink, (pid, tid), (start, end), |lane| {
+            (lane > 0).then(|| (format!("thread {tid} (overlap {lane})"), super::prelude::thread_rank(pid, tid)))
+        })?;
         sink.slice(&Slice {
             pid,
             tid: ltid,

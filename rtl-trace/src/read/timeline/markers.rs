@@ -60,7 +60,8 @@ pub(crate) fn emit_markers(conn: &Connection, p: &Prelude, sink: &mut dyn Sink) 
             } else {
                 format!("roctx {}{}", tid - ROCTX_TID_BASE, if lane > 0 { format!(" (overlap {lane})") } else { String::new() })
             };
-            Some((n, 3))
+            let rank = if pid == MARKER_PID { 0 } else { super::prelude::roctx_rank(pid, tid - ROCTX_TID_BASE) };
+            Some((n, rank))
         })?;
         sink.slice(&Slice {
             pid,

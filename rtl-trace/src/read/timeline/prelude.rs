@@ -24,7 +24,25 @@ pub(crate) struct Prelude {
     pub(super) meanings: HashMap<i64, crate::read::meaning::Meaning>,
     pub(super) has_corr_fallback: bool,
     procs: HashMap<i64, (String, Option<String>)>,
+    /// The main thread's name per pid: the executable's name as the kernel keeps it (`comm`,
+    /// 15 bytes), the only thread name the trace holds.
+    comms: HashMap<i64, String>,
     pub(super) pids: Vec<i64>,
+}
+
+/// Where a thread's track sorts within its process: the main thread first, then by tid, each
+/// thread's roctx track ([`roctx_rank`]) right after it.
+pub(super) fn thread_rank(pid: i64, tid: i64) -> i64 {
+    if pid == tid {
+        0
+    } else {
+        2 * tid.clamp(1, 1 << 29)
+    }
+}
+
+/// The rank of a thread's roctx track: beside its thread.
+pub(super) fn roctx_rank(pid: i64, tid: i64) -> i64 {
+    thread_rank(pid, tid) + 1
 }
 
 impl Prelude {
@@ -45,6 +63,7 @@ pub(crate) fn prelude(conn: &Connection) -> Result<Prelude> {
 
     // Processes and threads.
     let mut procs: HashMap<i64, (String, Option<String>)> = HashMap::new();
+    let mut comms: HashMap<i64, String> = HashMap::new();
     {
         let mut st = conn.prepare("SELECT pid, exe, cmdline FROM rtl_process")?;
         let mut rows = st.query([])?;
@@ -53,6 +72,13 @@ pub(crate) fn prelude(conn: &Connection) -> Result<Prelude> {
             let exe: Option<String> = r.get(1)?;
             let cmd: Option<String> = r.get(2)?;
             let cmd = cmd.map(|c| c.replace('\0', " ").trim().to_string()).filter(|c| !c.is_empty());
+            let comm = exe.as_deref().filter(|e| !e.is_empty()).map(basename).map(|b| {
+                let mut end = b.len().min(15);
+                while !b.is_char_boundary(end) {
+                    end -= 1;
+                }
+                b[..end].to_string()
+            });
             let name = exe
                 .as_deref()
                 .filter(|e| !e.is_empty())
@@ -61,6 +87,9 @@ pub(crate) fn prelude(conn: &Connection) -> Result<Prelude> {
                 .map(|n| format!("{n} {pid}"))
                 .unwrap_or_else(|| format!("pid {pid}"));
             procs.insert(pid, (name, cmd));
+            if let Some(c) = comm {
+                comms.insert(pid, c);
+            }
         }
     }
     let mut st = conn.prepare("SELECT DISTINCT pid FROM rocpd_api")?;
@@ -70,7 +99,7 @@ pub(crate) fn prelude(conn: &Connection) -> Result<Prelude> {
     }
     let mut pids: Vec<_> = procs.keys().copied().collect();
     pids.sort();
-    Ok(Prelude { names, meanings: crate::read::meaning::load(conn)?, has_corr_fallback, procs, pids })
+    Ok(Prelude { names, meanings: crate::read::meaning::load(conn)?, has_corr_fallback, procs, comms, pids })
 }
 
 /// Process, thread and GPU queue tracks.
@@ -82,8 +111,13 @@ pub(crate) fn emit_tracks(conn: &Connection, p: &Prelude, sink: &mut dyn Sink) -
     let mut st = conn.prepare("SELECT DISTINCT pid, tid FROM rocpd_api ORDER BY pid, tid")?;
     let threads = st.query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)))?.collect::<Result<Vec<_>, _>>()?;
     for (pid, tid) in &threads {
-        let n = if pid == tid { format!("main thread {tid}") } else { format!("thread {tid}") };
-        sink.thread(*pid, *tid, &n, if pid == tid { 0 } else { 1 })?;
+        // Named as Perfetto names threads, "NAME TID"; only the main thread's name is known.
+        let n = match p.comms.get(pid) {
+            Some(comm) if pid == tid => format!("{comm} {tid}"),
+            _ if pid == tid => format!("main thread {tid}"),
+            _ => format!("thread {tid}"),
+        };
+        sink.thread(*pid, *tid, &n, thread_rank(*pid, *tid))?;
     }
     let mut st = conn.prepare("SELECT DISTINCT gpuId, queueId FROM rocpd_op WHERE gpuId >= 0 ORDER BY gpuId, queueId")?;
     let queues = st.query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)))?.collect::<Result<Vec<_>, _>>()?;
