@@ -129,7 +129,10 @@ fn summary_html_is_self_contained() {
     summary(&db, &SummaryOptions { json: false, html: Some(html.clone()), top: 10, linked_only: false }, &mut out).unwrap();
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(page.starts_with("<!DOCTYPE html>"));
-    assert_eq!(page.matches("<svg").count(), 3, "timeline + kernel chart + launch-latency histogram");
+    assert_eq!(page.matches("<svg").count(), 4, "timeline + stream lanes + kernel chart + launch-latency histogram");
+    // The sample's calls record no stream: a lane per process and hardware queue; no stacks: no flame graph.
+    assert!(page.contains(r#"<g class="lane" data-gpu="1" data-pid="200" data-stream="queue 0">"#), "{page}");
+    assert!(!page.contains("flame-graph"));
     assert!(page.contains("GPU 0") && page.contains("GPU 1"));
     assert!(page.contains("vectorAdd(float*, float*, float*, int)"));
     assert!(!page.contains("<script") && !page.contains("src=") && !page.contains("<link"));
