@@ -464,7 +464,7 @@ pub fn emit(op: &GpuOp, may_publish: bool) {
         // Past half full: wake the publisher now (one futex wake per crossing), rather than
         // letting a burst (a chunk callback delivering thousands of records) overflow.
         if !may_publish && b.queue.len() > QUEUE_CAP / 2 && !KICKED.swap(true, Relaxed) {
-            crate::kick_publisher();
+            crate::publisher_thread::kick_publisher();
         }
         return;
     }

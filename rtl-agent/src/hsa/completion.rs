@@ -223,7 +223,7 @@ fn completion_main() {
                 let w = WAKE.load(Acquire);
                 SLEEPING.store(true, SeqCst);
                 if p.in_flight.load(SeqCst) == 0 && STOP.load(Acquire) == 0 {
-                    crate::futex_wait(&WAKE, w, 20);
+                    crate::publisher_thread::futex_wait(&WAKE, w, 20);
                 }
                 SLEEPING.store(false, SeqCst);
             } else if let (Some(wait_any), w, true) = (f.wait_any, WAKE_SIG.load(Relaxed), forwards) {
@@ -260,7 +260,7 @@ fn completion_main() {
                 let w = WAKE.load(Acquire);
                 SLEEPING.store(true, SeqCst);
                 if p.armed_forward.load(SeqCst) == armed_forward && STOP.load(Acquire) == 0 {
-                    crate::futex_wait(&WAKE, w, 1);
+                    crate::publisher_thread::futex_wait(&WAKE, w, 1);
                 }
                 SLEEPING.store(false, SeqCst);
             }
@@ -270,7 +270,7 @@ fn completion_main() {
 
 pub(super) fn start_completion_thread() {
     RUNNING.store(true, Release);
-    let r = crate::spawn_blocking_signals("rtl-agent-hsa", || {
+    let r = crate::publisher_thread::spawn_blocking_signals("rtl-agent-hsa", || {
         let _ = std::panic::catch_unwind(completion_main);
         RUNNING.store(false, Release);
     });

@@ -200,15 +200,15 @@ pub extern "C" fn OnLoad(
 ) -> bool {
     std::panic::catch_unwind(|| {
         publish::INFO.mode.fetch_or(wire::MODE_HSA_TOOL, Relaxed);
-        crate::start(crate::Trigger::HsaOnLoad);
+        crate::start::start(crate::start::Trigger::HsaOnLoad);
         if crate::is_duplicate() {
             return false;
         }
-        if crate::hsa_requested() {
+        if crate::start::hsa_requested() {
             // SAFETY: the runtime's table, during OnLoad.
             match unsafe { install(table as *mut u8) } {
-                Ok(()) => crate::hsa_active(),
-                Err(why) => crate::hsa_failed(&why),
+                Ok(()) => crate::start::hsa_active(),
+                Err(why) => crate::start::hsa_failed(&why),
             }
         }
         true
@@ -220,7 +220,7 @@ pub extern "C" fn OnLoad(
 /// call goes back into it; the HSA completion thread finishes in-flight dispatches (bounded).
 #[unsafe(no_mangle)]
 pub extern "C" fn OnUnload() {
-    let _ = std::panic::catch_unwind(|| crate::shutdown(crate::Reason::HsaOnUnload));
+    let _ = std::panic::catch_unwind(|| crate::shutdown::shutdown(crate::shutdown::Reason::HsaOnUnload));
 }
 
 /// Bench helper: `threads` threads each take and return a pool slot `iters` times (what the
