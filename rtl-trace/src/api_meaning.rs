@@ -1,5 +1,5 @@
 //! What `rtl_api.ret` and `a0..a3` hold for an API: the vocabulary of `rtl_api_meaning`, which
-//! the collector writes with each API's first call (from its API table, `probe/apis.rs` in
+//! the collector writes with each API's first call (from its API table, `probe/apis/` in
 //! rtl-user) and the readers read back (`read/meaning.rs`).
 
 /// What a trace column `a0..a3` holds for an API: a name (`stream`, `bytes`, ...) and whether

@@ -6,7 +6,7 @@ use clap::{Args, Parser, Subcommand};
 pub use rtl_common::GpuSource;
 
 use crate::probe::library::Runtime;
-use crate::probe::loader::ApiSelection;
+use crate::probe::selection::ApiSelection;
 
 const ABOUT: &str = "Trace what every process asks of the GPU: HIP API calls timed by eBPF uprobes \
 on libamdhip64 (no code injected), written as a rocpd SQLite trace.";

@@ -1,4 +1,4 @@
-//! Facts about APIs come from the API table (rtl-user/src/probe/apis.rs) and, for `--apis all`,
+//! Facts about APIs come from the API table (rtl-user/src/probe/apis/) and, for `--apis all`,
 //! from Debian's HIP headers: what a return holds (only error codes are failures), which
 //! exports are APIs (C++-only ones and the compiler interface included), and exact counts on
 //! entry points that do not start with the common `push %rbp` prologue. Run against Debian's

@@ -319,7 +319,7 @@ fn check_issue14(name: &str, r: &Run, nodes: bool) -> (usize, usize) {
     (n, spans.len())
 }
 
-/// The API calls `rtl-ebpf run` probes by default (rtl-user/src/probe/apis.rs: the
+/// The API calls `rtl-ebpf run` probes by default (rtl-user/src/probe/apis/hip.rs: the
 /// `not_default` ones and the compiler's `__hip*` registration/launch-configuration calls are not).
 fn probed_by_default(api: &str) -> bool {
     const NOT_DEFAULT: &[&str] = &[

@@ -212,7 +212,7 @@ import json, sqlite3, statistics, subprocess, sys
 LAUNCH = {"hipLaunchKernel", "hipExtLaunchKernel", "hipLaunchCooperativeKernel", "hipModuleLaunchKernel",
           "hipExtModuleLaunchKernel", "hipHccModuleLaunchKernel", "hipLaunchKernel_spt", "hipLaunchKernelGGLImpl"}
 
-# Not probed by default (rtl-user/src/probe/apis.rs `not_default`, and the compiler's __hip* calls).
+# Not probed by default (rtl-user/src/probe/apis/hip.rs `not_default`, and the compiler's __hip* calls).
 NOT_PROBED = {"hipGetLastError", "hipPeekAtLastError", "hipGetErrorString", "hipGetErrorName", "hipDeviceGetAttribute",
               "hipPointerGetAttributes", "hipStreamIsCapturing", "hipStreamGetCaptureInfo", "hipCtxGetCurrent"}
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Generates rtl-user/src/probe/hip_returns.rs: the return kind of every function Debian's HIP
 headers declare (libamdhip64-dev: /usr/include/hip), for `--apis all` on functions outside the
-curated API table (rtl-user/src/probe/apis.rs).
+curated API table (rtl-user/src/probe/apis/).
 
     python3 tests/tools/gen_hip_returns.py           # rewrite the file
     python3 tests/tools/gen_hip_returns.py --check   # exit 1 if the file is not current

@@ -205,11 +205,18 @@ fn begin(completion: u64, mut info: InFlight) -> Option<(usize, u64)> {
     Some((i, sig))
 }
 
-/// The runtime refused the copy: its completion signal will never fire.
+/// The runtime refused the copy: its completion signal will never fire. The check runs on
+/// every copy, in the application's call: inline, the rest ([`undo`]) out of line.
+#[inline(always)]
 fn refused(slot: Option<(usize, u64)>, rc: i32) {
-    if rc == HSA_STATUS_SUCCESS {
-        return;
+    if rc != HSA_STATUS_SUCCESS {
+        undo(slot, rc);
     }
+}
+
+#[cold]
+#[inline(never)]
+fn undo(slot: Option<(usize, u64)>, rc: i32) {
     record_error(rc);
     if let (Some((i, sig)), Some(p)) = (slot, pool_if_ready()) {
         watch::unwatch(p, i, sig);
@@ -225,6 +232,8 @@ fn kick(slot: Option<(usize, u64)>, completion: u64) {
     }
 }
 
+/// Inline: on every copy, in the application's call.
+#[inline]
 fn linear(dst: *mut c_void, dst_agent: u64, src: *const c_void, src_agent: u64, size: usize, queue: u32) -> InFlight {
     let (sg, dg) = (is_gpu(src_agent), is_gpu(dst_agent));
     InFlight {

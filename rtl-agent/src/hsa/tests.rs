@@ -1,3 +1,6 @@
+use rtl_common::agent::OpKind;
+
+use super::kernels::{kernel_kind, kname_insert, kname_lookup};
 use super::*;
 
 #[test]

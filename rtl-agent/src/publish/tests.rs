@@ -1,3 +1,5 @@
+use rtl_common::agent as wire;
+
 use super::*;
 use std::sync::Arc;
 

@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 use crate::collect::decode::Event;
 use crate::probe::apis::{ApiSpec, Decode, KernelNaming};
-use crate::probe::loader::ProbeTable;
+use crate::probe::selection::ProbeTable;
 use calls::{Call, CallPairer};
 use rows::{ApiMeaningRow, ApiRow, CallStatus, ProcessRow, Row};
 

@@ -4,6 +4,8 @@
 //! Dropping [`Probes`] detaches every uprobe and tracepoint and unloads the programs: the
 //! traced processes run on untouched, whatever way the collector exits (the kernel also
 //! removes them when the collector's file descriptors close, even on SIGKILL).
+//!
+//! Loading the object is [`super::ebpf_object`]'s; which APIs get probed, [`super::selection`].
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -12,72 +14,14 @@ use anyhow::{anyhow, bail, Context, Result};
 use aya::maps::{Array, HashMap as BpfHashMap, MapData, PerCpuArray, RingBuf};
 use aya::programs::uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeScope};
 use aya::programs::{RawTracePoint, UProbe};
-use aya::sys::{is_uprobe_multi_supported, UProbeMultiFeature};
-use aya::{Ebpf, EbpfLoader};
+use aya::Ebpf;
 use rtl_common::{config, cookie, counter, LoaderName, LOADER_NAMES_MAX, LOADER_NAME_LEN};
 
-use super::apis::{self, ApiSpec, Lib};
+use super::apis::Lib;
+use super::ebpf_object::{load_object, program, LinkKind, LoadTimings, PendingLoad};
 use super::library::{LibKind, LibraryFile, Runtime};
+use super::selection::{select, ApiSelection, ProbeTable};
 use super::symbols::Symbols;
-
-/// The eBPF object, built by build.rs from the rtl-ebpf crate.
-static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/rtl-ebpf"));
-
-/// Which APIs to probe (`--apis`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ApiSelection {
-    Default,
-    All,
-    Names(Vec<String>),
-}
-
-impl std::str::FromStr for ApiSelection {
-    type Err = anyhow::Error;
-    fn from_str(s: &str) -> Result<Self> {
-        Ok(match s {
-            "default" => Self::Default,
-            "all" => Self::All,
-            _ => {
-                let v: Vec<String> = s.split(',').map(str::trim).filter(|n| !n.is_empty()).map(String::from).collect();
-                if v.is_empty() {
-                    bail!("--apis needs `default`, `all` or a comma-separated list of function names");
-                }
-                Self::Names(v)
-            }
-        })
-    }
-}
-
-/// One probed API: its name and spec. Its index in [`ProbeTable::entries`] is the api id the
-/// probes report.
-#[derive(Clone, Debug)]
-pub struct ProbeEntry {
-    pub name: String,
-    pub spec: ApiSpec,
-}
-
-/// Api id <-> name, shared by every attached library.
-#[derive(Debug, Default)]
-pub struct ProbeTable {
-    pub entries: Vec<ProbeEntry>,
-    by_name: HashMap<String, u16>,
-}
-
-impl ProbeTable {
-    fn intern(&mut self, name: &str, spec: ApiSpec) -> Result<u16> {
-        if let Some(&id) = self.by_name.get(name) {
-            return Ok(id);
-        }
-        let id = u16::try_from(self.entries.len()).map_err(|_| anyhow!("more than 65535 probed APIs"))?;
-        self.entries.push(ProbeEntry { name: name.to_string(), spec });
-        self.by_name.insert(name.to_string(), id);
-        Ok(id)
-    }
-
-    pub fn get(&self, id: u32) -> Option<&ProbeEntry> {
-        self.entries.get(id as usize)
-    }
-}
 
 /// What attaching to one library did.
 #[derive(Debug, Clone)]
@@ -114,81 +58,6 @@ pub struct LoadOptions {
     /// `rtl_common::STACK_MODE_*`, with the bytes to copy.
     pub stack_mode: u32,
     pub stack_bytes: u32,
-}
-
-/// How uprobes are attached: chosen once at load, from what the kernel supports.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LinkKind {
-    /// `uprobe_multi` links (kernel 6.6+): one link for every entry probe of a library and one for
-    /// every return probe. Removal costs one RCU synchronisation per link, so detaching takes
-    /// milliseconds and never holds up another session's attach for long.
-    Multi,
-    /// One perf-event link per probe and kind (older kernels): each costs the kernel one RCU
-    /// synchronisation to remove (~0.25 s here), under a mutex other attaches wait on.
-    PerProbe,
-}
-
-impl LinkKind {
-    /// The name recorded in the trace's metadata (`uprobe_links`).
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Multi => "uprobe_multi",
-            Self::PerProbe => "perf_event",
-        }
-    }
-
-    /// The eBPF program that serves `role` ("api_enter", "api_exit", "agent_publish") for links
-    /// of this kind: the object holds each program once per kind (rtl-ebpf/src/main.rs).
-    fn program(self, role: &str) -> String {
-        match self {
-            Self::Multi => role.to_string(),
-            Self::PerProbe => format!("{role}_single"),
-        }
-    }
-
-    /// Detects the kind the running kernel supports (`RTL_EBPF_LINKS=perf_event` forces the
-    /// fallback, for tests and for kernels whose multi links misbehave).
-    fn detect() -> Self {
-        if std::env::var("RTL_EBPF_LINKS").is_ok_and(|v| v == "perf_event") {
-            return Self::PerProbe;
-        }
-        match is_uprobe_multi_supported(UProbeMultiFeature::LinkCreation) {
-            Ok(true) => Self::Multi,
-            _ => Self::PerProbe,
-        }
-    }
-}
-
-/// Where the time of [`Probes::load`] went (milliseconds), recorded in the trace's metadata
-/// (`load_*_ms`) and printed by `cargo xtask bench lifecycle`.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct LoadTimings {
-    /// Parsing the kernel's BTF for the offsets the programs read (0 when an earlier caller had
-    /// parsed it already).
-    pub btf_ms: f64,
-    /// The object: parsing it, the kernel feature probes aya runs once, creating the maps
-    /// (the ring buffer's pages included).
-    pub maps_ms: f64,
-    /// Detecting the link kind (a test link) and loading the programs (the verifier).
-    pub programs_ms: f64,
-    /// Writing the configuration (after the wait).
-    pub config_ms: f64,
-    /// How long the session waited for the loading thread ([`Probes::start_loading`]): the
-    /// part of the three above that its library scan did not cover.
-    pub waited_ms: f64,
-}
-
-impl LoadTimings {
-    /// (metadata tag, value) pairs.
-    pub fn meta(&self) -> [(&'static str, String); 5] {
-        [
-            ("load_waited_ms", format!("{:.1}", self.waited_ms)),
-            ("load_btf_ms", format!("{:.1}", self.btf_ms)),
-            ("load_maps_ms", format!("{:.1}", self.maps_ms)),
-            ("load_programs_ms", format!("{:.1}", self.programs_ms)),
-            ("load_config_ms", format!("{:.1}", self.config_ms)),
-        ]
-    }
 }
 
 pub struct Probes {
@@ -529,73 +398,6 @@ impl Probes {
     }
 }
 
-/// The APIs of `selection` that a library of kind `want` gets, with their specs. Names outside
-/// the table get the generic spec; names belong to a library by prefix ([`Lib::of_name`]).
-/// `all`: every exported function with the library's prefix (C++-only exports under their plain
-/// name when they demangle to a HIP API, see [`Symbols`]), plus the table's APIs without the
-/// prefix that the library exports (`__hip*` compiler interface, `__cudaRegisterFunction`).
-pub fn select(selection: &ApiSelection, want: Lib, syms: &Symbols) -> Vec<(String, ApiSpec)> {
-    match selection {
-        ApiSelection::Default => apis::APIS.iter().filter(|s| s.default && s.lib == want).map(|s| (s.name.to_string(), *s)).collect(),
-        ApiSelection::All => {
-            let prefix = want.all_prefix();
-            let mut v: Vec<(String, ApiSpec)> = syms
-                .names_with_prefix(prefix)
-                .into_iter()
-                .filter(|n| Lib::of_name(n) == want)
-                .filter(|n| match syms.export(n) {
-                    Some((Some(_cxx), _)) => apis::find(n).is_some() || (want == Lib::Hip && apis::is_hip_api(n)),
-                    _ => true,
-                })
-                .map(|n| (n.to_string(), apis::spec_for(n, want)))
-                .collect();
-            v.extend(
-                apis::APIS
-                    .iter()
-                    .filter(|s| s.lib == want && !s.name.starts_with(prefix) && syms.offset(s.name).is_some())
-                    .map(|s| (s.name.to_string(), *s)),
-            );
-            v
-        }
-        ApiSelection::Names(names) => {
-            names.iter().filter(|n| Lib::of_name(n) == want).map(|n| (n.clone(), apis::spec_for(n, want))).collect()
-        }
-    }
-}
-
-/// The kernel work of [`Probes::load`]: the object and its maps, the programs (verified for
-/// the link kind this kernel supports), the kernel's BTF (parsed once per process).
-fn load_object(ringbuf_bytes: u32) -> Result<(Ebpf, LinkKind, LoadTimings)> {
-    let ms = |t: std::time::Instant| t.elapsed().as_secs_f64() * 1e3;
-    let mut timings = LoadTimings::default();
-    let t = std::time::Instant::now();
-    let mut ebpf = EbpfLoader::new().map_max_entries("EVENTS", ringbuf_bytes).load(EBPF_OBJECT).map_err(load_error)?;
-    timings.maps_ms = ms(t);
-    let t = std::time::Instant::now();
-    let links = LinkKind::detect();
-    for role in ["api_enter", "api_exit", "agent_publish", "loader_notify"] {
-        let name = links.program(role);
-        let p: &mut UProbe = program(&mut ebpf, &name)?.try_into()?;
-        p.load().map_err(|e| anyhow!("loading eBPF program {name}: {e}"))?;
-    }
-    for name in ["task_fork", "task_exec", "task_exit"] {
-        let p: &mut RawTracePoint = program(&mut ebpf, name)?.try_into()?;
-        p.load().map_err(|e| anyhow!("loading eBPF program {name}: {e}"))?;
-    }
-    timings.programs_ms = ms(t);
-    let t = std::time::Instant::now();
-    // The error, if any, is reported where an offset is asked for.
-    let _ = super::btf::Btf::kernel();
-    timings.btf_ms = ms(t);
-    Ok((ebpf, links, timings))
-}
-
-/// An eBPF object being loaded ([`Probes::start_loading`]).
-pub struct PendingLoad {
-    ringbuf_bytes: u32,
-    thread: std::io::Result<std::thread::JoinHandle<Result<(Ebpf, LinkKind, LoadTimings)>>>,
-}
-
 /// [`LoaderName`] as a map value.
 #[derive(Clone, Copy)]
 #[repr(transparent)]
@@ -603,32 +405,6 @@ struct LoaderNameValue(LoaderName);
 
 // SAFETY: plain #[repr(C)] integers, no padding.
 unsafe impl aya::Pod for LoaderNameValue {}
-
-fn program<'a>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut aya::programs::Program> {
-    ebpf.program_mut(name).with_context(|| format!("eBPF program {name} missing from the object"))
-}
-
-fn load_error(e: aya::EbpfError) -> anyhow::Error {
-    // The whole chain, with the OS error at its end ("failed to create map X: Operation not
-    // permitted (os error 1)"): aya's top-level message alone does not say why.
-    let mut msg = e.to_string();
-    let mut denied = false;
-    let mut src: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(&e);
-    while let Some(s) = src {
-        msg.push_str(&format!(": {s}"));
-        if let Some(io) = s.downcast_ref::<std::io::Error>() {
-            denied |= matches!(io.raw_os_error(), Some(libc::EPERM) | Some(libc::EACCES));
-        }
-        src = s.source();
-    }
-    if denied || msg.contains("Operation not permitted") || msg.contains("Permission denied") {
-        anyhow!(crate::error::Fatal::Permission(format!(
-            "loading eBPF programs was refused ({msg}): run as root (sudo) or grant CAP_BPF, CAP_PERFMON and CAP_SYS_ADMIN"
-        )))
-    } else {
-        anyhow!("loading the eBPF object failed: {msg}")
-    }
-}
 
 /// Checks whether a file looks like something we can attach to, with a clear error if not.
 pub fn check_library_path(p: &Path) -> Result<()> {

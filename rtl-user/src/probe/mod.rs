@@ -1,16 +1,18 @@
 //! The probes: which APIs ([`apis`], with [`hip_returns`] generated from the HIP headers),
 //! where ([`library`], [`symbols`], [`demangle`], found and read off the event loop by [`scan`],
-//! through [`untrusted`]), the kernel objects ([`loader`]) and the
-//! kernel facts they need ([`btf`], [`dynamic_loader`]).
+//! through [`untrusted`]), which of them ([`selection`]), the kernel objects ([`ebpf_object`]
+//! loads them, [`loader`] attaches them) and the kernel facts they need ([`btf`], [`dynamic_loader`]).
 pub mod apis;
 pub mod btf;
 // Bounded demangling, shared with the trace readers.
 pub use rtl_trace::demangle;
 pub mod dynamic_loader;
+pub mod ebpf_object;
 pub mod hip_returns;
 pub mod library;
 pub mod loader;
 pub mod scan;
+pub mod selection;
 pub mod symbols;
 pub mod untrusted;
 
@@ -20,7 +22,7 @@ use anyhow::Result;
 
 /// `rtl-ebpf list-apis`: what would be probed in a library, and what it lacks, written to `out`
 /// (names and paths escaped: they come from the library file).
-pub fn list_apis(lib: Option<&Path>, sel: &loader::ApiSelection, runtime: library::Runtime, out: &mut dyn std::io::Write) -> Result<()> {
+pub fn list_apis(lib: Option<&Path>, sel: &selection::ApiSelection, runtime: library::Runtime, out: &mut dyn std::io::Write) -> Result<()> {
     let (path, kind) = match lib {
         Some(p) => (p.to_path_buf(), library::LibKind::of(p).unwrap_or(runtime.primary())),
         None => library::installed_for(runtime, None, &[], None)
@@ -39,8 +41,8 @@ pub fn list_apis(lib: Option<&Path>, sel: &loader::ApiSelection, runtime: librar
     let syms = symbols::Symbols::read(&path)?;
     let names: Vec<String> = match sel {
         // Names as given (whatever their prefix): list-apis also answers "does it export X?".
-        loader::ApiSelection::Names(v) => v.clone(),
-        _ => loader::select(sel, want, &syms).into_iter().map(|(n, _)| n).collect(),
+        selection::ApiSelection::Names(v) => v.clone(),
+        _ => selection::select(sel, want, &syms).into_iter().map(|(n, _)| n).collect(),
     };
     writeln!(out, "{}: {} exported functions", crate::term::path(&path), syms.len())?;
     let (mut have, mut missing) = (0, Vec::new());
