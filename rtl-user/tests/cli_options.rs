@@ -238,10 +238,13 @@ fn cli_quiet_leaves_out_the_status_and_the_table() {
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(!e.contains("top APIs by total time") && !e.contains('\x1b'), "-q: no table, no status line:\n{e}");
     // Quiet: no progress (what was attached, started, stopped); what it says on this run is the
-    // trace's path alone (nothing was lost, nothing went wrong).
-    for progress in ["attached ", "functions probed", "probes removed", "stopping: ", "started `"] {
+    // line that says tracing has begun and the trace's path (nothing was lost, nothing went wrong).
+    for progress in ["attached ", "probes removed", "stopping: ", "started `"] {
         assert!(!e.contains(progress), "-q printed progress ({progress:?}):\n{e}");
     }
-    assert_eq!(e, format!("trace: {}\n", db.display()), "-q prints only the path when all went well");
+    let lines: Vec<&str> = e.lines().collect();
+    assert_eq!(lines.len(), 2, "-q prints the attach line and the path when all went well:\n{e}");
+    assert!(lines[0].contains(" functions probed (entry + return) in "), "{e}");
+    assert_eq!(lines[1], format!("trace: {}", db.display()), "{e}");
     assert!(o.stdout.is_empty());
 }

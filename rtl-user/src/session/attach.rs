@@ -110,7 +110,8 @@ impl Session {
             SpoolOptions { dir: spool_dir, mem_cap: SPOOL_MEM_BYTES.min(opts.spool_mb << 20), cap: opts.spool_mb << 20 },
         )
         .map_err(|e| anyhow!(Fatal::Output(format!("{e:#}"))))?;
-        crate::term::info(&format!(
+        // Said under -q too: the one line that tells a script (and the tests) that tracing has begun.
+        crate::term::message(&format!(
             "{total} functions probed (entry + return) in {} libraries in {attach_ms:.0} ms",
             probes.attached().count()
         ));
