@@ -520,8 +520,8 @@ impl Spans {
             let Some(c) = st.ctxs.get_mut(&r.ctx) else { continue };
             let s = st.streams.entry(r.stream).or_default();
             let times = (rc == CUDA_SUCCESS)
-                .then_some(c.anchor.as_ref())
-                .flatten()
+                .then_some(())
+                .and_then(|_| c.anchor.as_ref())
                 .and_then(|a| Some((a.ns, self.elapsed_ns(c.anchor_ev, r.end)?, c.anchor_ev)))
                 .and_then(|(ans, e_end, aev)| {
                     let end = ans.checked_add_signed(e_end)?;
