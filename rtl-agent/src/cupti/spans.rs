@@ -116,8 +116,8 @@ pub fn classify(name: &[u8]) -> Cb {
 
 type Ev = usize;
 
-/// The anchor event's last recording: its CLOCK_MONOTONIC time.
 struct Anchor {
+    ev: Ev,
     ns: u64,
 }
 
@@ -127,8 +127,6 @@ struct CtxState {
     created: usize,
     /// The private non-blocking stream anchors are recorded on (0: not created yet).
     anchor_stream: usize,
-    /// The context's own anchor event (never lent to a launch; 0: could not be created).
-    anchor_ev: Ev,
     anchor: Option<Anchor>,
     anchor_due: u64,
 }
@@ -369,20 +367,7 @@ impl Spans {
                 let mut dev: c_int = 0;
                 // SAFETY: out-pointer; the launch's context is current.
                 unsafe { (self.drv.ctx_get_device)(&mut dev) };
-                let mut anchor: *mut c_void = std::ptr::null_mut();
-                // SAFETY: out-pointer; the launch's context is current.
-                if unsafe { (self.drv.event_create)(&mut anchor, cuda::CU_EVENT_DEFAULT) } != CUDA_SUCCESS {
-                    anchor = std::ptr::null_mut();
-                }
-                CtxState {
-                    device: dev.max(0) as u32,
-                    free: Vec::new(),
-                    created: 0,
-                    anchor_stream: 0,
-                    anchor_ev: anchor as usize,
-                    anchor: None,
-                    anchor_due: 0,
-                }
+                CtxState { device: dev.max(0) as u32, free: Vec::new(), created: 0, anchor_stream: 0, anchor: None, anchor_due: 0 }
             });
             if c.created == 0 {
                 self.grow(c, EVENTS_CHUNK);
@@ -522,7 +507,7 @@ impl Spans {
             let times = (rc == CUDA_SUCCESS)
                 .then_some(())
                 .and_then(|_| c.anchor.as_ref())
-                .and_then(|a| Some((a.ns, self.elapsed_ns(c.anchor_ev, r.end)?, c.anchor_ev)))
+                .and_then(|a| Some((a.ns, self.elapsed_ns(a.ev, r.end)?, a.ev)))
                 .and_then(|(ans, e_end, aev)| {
                     let end = ans.checked_add_signed(e_end)?;
                     let start = match (r.start, r.queued_behind) {
@@ -586,18 +571,20 @@ impl Spans {
                 }
                 c.anchor_stream = s as usize;
             }
-            if c.anchor_ev == 0 {
-                return self.pop();
-            }
-            (c.anchor_ev, c.anchor_stream)
+            let Some(ev) = c.free.pop() else { return self.pop() };
+            (ev, c.anchor_stream)
         };
         let got = self.measure_anchor(ev, stream);
         if let Ok(mut st) = self.state.lock() {
             if let Some(c) = st.ctxs.get_mut(&ctx) {
-                // A failed measurement leaves no anchor (the event's old recording is gone).
-                c.anchor = got.map(|ns| Anchor { ns });
-                if got.is_some() {
-                    c.anchor_due = crate::clock::monotonic_ns() + ANCHOR_EVERY_NS;
+                match got {
+                    Some(ns) => {
+                        if let Some(old) = c.anchor.replace(Anchor { ev, ns }) {
+                            c.free.push(old.ev);
+                        }
+                        c.anchor_due = crate::clock::monotonic_ns() + ANCHOR_EVERY_NS;
+                    }
+                    None => c.free.push(ev),
                 }
             }
         }
