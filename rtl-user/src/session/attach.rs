@@ -153,6 +153,7 @@ impl Session {
         for m in maps {
             joiner.stacks.set_maps(m);
         }
+        super::event_loop::python_map(&mut probes, &mut joiner);
         let stops = {
             let _in_rt = rt.enter();
             LoaderStops::new(probes.take_loader_events()?)?
