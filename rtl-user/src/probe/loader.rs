@@ -408,6 +408,8 @@ impl Probes {
             ("probe_entries", self.counter(counter::ENTRIES).to_string()),
             ("probe_exits", self.counter(counter::EXITS).to_string()),
             ("stacks_lost_in_probe", self.counter(counter::STACKS_LOST).to_string()),
+            ("python_stacks_lost_in_probe", self.counter(counter::PY_STACKS_LOST).to_string()),
+            ("python_threads_not_found", self.counter(counter::PY_NO_THREAD).to_string()),
             ("loader_events_lost", self.counter(counter::LOADER_EVENTS_LOST).to_string()),
             ("loader_events_skipped", self.counter(counter::LOADER_SKIPPED).to_string()),
             ("agent_batches_truncated", self.counter(counter::AGENT_TRUNCATED).to_string()),

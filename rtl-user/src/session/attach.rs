@@ -150,6 +150,7 @@ impl Session {
         joiner.note_probes_attached(clock::ClockPair::now().monotonic_ns.max(0) as u64);
         joiner.sync_table(&probes.table);
         joiner.stacks_on = opts.stacks != crate::cli::StackMode::Off;
+        joiner.stacks.python.enabled = !opts.no_python_frames;
         for m in maps {
             joiner.stacks.set_maps(m);
         }

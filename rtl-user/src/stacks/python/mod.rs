@@ -65,8 +65,9 @@ pub struct PyStats {
     pub truncated: u64,
 }
 
-#[derive(Default)]
 pub struct Python {
+    /// Python frames are walked (off: `--no-python-frames`).
+    pub enabled: bool,
     procs: HashMap<u32, Arc<Process>>,
     ops: Vec<MapOp>,
     /// Per thread: the Python frames of the call just entered (api id, frames).
@@ -75,11 +76,24 @@ pub struct Python {
     pub stats: PyStats,
 }
 
+impl Default for Python {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            procs: HashMap::new(),
+            ops: Vec::new(),
+            pending: HashMap::new(),
+            code: HashMap::new(),
+            stats: PyStats::default(),
+        }
+    }
+}
+
 impl Python {
     /// Process `pid` maps `module` at `start` from file offset `file_offset`: if the module holds
     /// a CPython interpreter of a known version, the probe is told how to read its frames.
     pub fn saw_module(&mut self, pid: u32, module: &super::modules::Module, start: u64, file_offset: u64) {
-        let Some(interp) = module.python else { return };
+        let Some(interp) = module.python.filter(|_| self.enabled) else { return };
         let Some(bias) = module.bias(start, file_offset) else { return };
         let runtime = interp.runtime.wrapping_add(bias);
         if self.procs.get(&pid).is_some_and(|p| p.probe.runtime == runtime) {
