@@ -1,7 +1,8 @@
 """The python-stack-cost benchmark's driver: calls the bench target's `hipLaunchKernel`
 through ctypes from DEPTH nested Python functions, CALLS times, and prints the time per call.
 
-Usage: py_launch_driver.py LIB CALLS DEPTH
+Usage: py_launch_driver.py LIB CALLS DEPTH [HOLD_SECONDS]  (HOLD: stay alive that long after
+printing, so the tracer's in-kernel program statistics can be read while it still runs)
 """
 
 import ctypes
@@ -35,3 +36,6 @@ t = time.perf_counter_ns()
 nest(depth, calls)
 dt = time.perf_counter_ns() - t
 print(json.dumps({"ns_per_call": dt / calls, "calls": calls, "python_frames": depth + 3}))
+sys.stdout.flush()
+if len(sys.argv) > 4:
+    time.sleep(float(sys.argv[4]))

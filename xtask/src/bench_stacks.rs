@@ -112,7 +112,7 @@ pub fn python_stack_cost() -> Result<()> {
                 Command::new("taskset")
             } else {
                 let mut c = Command::new(bin());
-                c.args(["run", "--apis", "hipLaunchKernel", "--lib", &lib_s, "--gpu", "none", "--quiet", "--stacks"]);
+                c.args(["run", "--apis", "hipLaunchKernel", "--lib", &lib_s, "--gpu", "none", "--quiet", "--force", "--stacks"]);
                 c.args(args.iter()).arg("-o").arg(&db).arg("--").arg("taskset");
                 c
             };
