@@ -97,7 +97,8 @@ pub fn python_stack(api_id: u32, pid_tgid: u64) {
         if n == 0 {
             return;
         }
-        (*buf).head = PyStackHead { hdr: crate::helpers::header(EventKind::PythonStack, api_id, pid_tgid), count: n as u32, truncated, tstate: ts };
+        (*buf).head =
+            PyStackHead { hdr: crate::helpers::header(EventKind::PythonStack, api_id, pid_tgid), count: n as u32, truncated, tstate: ts };
         let total = core::mem::size_of::<PyStackHead>() + (n & (PY_FRAMES_MAX * 2 - 1)) * core::mem::size_of::<PyFrameRaw>();
         if total > core::mem::size_of::<PyStackHead>() + PY_FRAMES_MAX * core::mem::size_of::<PyFrameRaw>() {
             return;
