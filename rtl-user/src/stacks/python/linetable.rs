@@ -93,21 +93,7 @@ mod tests {
         // 2 units on the first line (short form, 1 payload byte), 1 unit one line down
         // (one-line form, 2 payload bytes), 3 units 5 lines down (no-column form, svarint 10),
         // 1 unit with no location, 2 units 2 lines up (long form: svarint 5, then 3 varints).
-        let t = [
-            0x80 | (0 << 3) | 1,
-            0x05,
-            0x80 | (11 << 3),
-            1,
-            2,
-            0x80 | (13 << 3) | 2,
-            10,
-            0x80 | (15 << 3),
-            0x80 | (14 << 3) | 1,
-            5,
-            0,
-            1,
-            2,
-        ];
+        let t = [0x80 | 1, 0x05, 0x80 | (11 << 3), 1, 2, 0x80 | (13 << 3) | 2, 10, 0x80 | (15 << 3), 0x80 | (14 << 3) | 1, 5, 0, 1, 2];
         let at = |u: u64| line_311(&t, 100, u * 2);
         assert_eq!(
             (at(0), at(1), at(2), at(3), at(5), at(6), at(7), at(8), at(9)),
