@@ -14,7 +14,6 @@
 //! | `RTL_AGENT_CUPTI_DUMP` | a file path | unset | `cupti`: also append the raw activity records (`cupti::DumpFrame`s) to this file (tests, fixtures). |
 //! | `RTL_AGENT_CUPTI_API` | `launches`, `all` | `launches` | `cupti`: API records CUPTI keeps to link GPU work to its call: only the launch / graph-launch / memcpy / memset families (cheaper), or every driver and runtime call. |
 //! | `RTL_AGENT_CUPTI_CLOCK` | `cupti`, `monotonic` | `cupti` | `cupti`: CUPTI's own clock (found to be CLOCK_REALTIME or CLOCK_MONOTONIC at start; the collector converts), or CLOCK_MONOTONIC through CUPTI's timestamp callback (measured on the H200: makes every traced call markedly slower, same GPU durations). |
-//! | `RTL_AGENT_CUPTI_GRAPH` | `events`, `cupti` | `events` | `cupti`: how a CUDA graph replay gets its one GPU span (`RTL_AGENT_GRAPH_NODES=1` gives every node instead). `events`: CUDA timing events the agent records around the launch (a start event only when the stream may have been idle; docs/tracing.md), kernel records off during the launch. `cupti`: CUPTI's graph-level records (`KIND_GRAPH_TRACE`; CUPTI instruments every node: +13.5 % replay time on a 50-kernel graph, H200). |
 //!
 //! A malformed value is reported (unless quiet) and the default is used.
 
@@ -41,9 +40,6 @@ pub struct Config {
     pub cupti_api_all: bool,
     /// `RTL_AGENT_CUPTI_CLOCK=monotonic`: CUPTI's timestamp callback returns CLOCK_MONOTONIC.
     pub cupti_monotonic_clock: bool,
-    /// `RTL_AGENT_CUPTI_GRAPH=cupti`: graph replays timed by CUPTI's graph-level records
-    /// (instead of the agent's events).
-    pub cupti_graph_level: bool,
 }
 
 pub const DEFAULT_DRAIN_MS: u64 = 100;
@@ -64,7 +60,6 @@ impl Default for Config {
             cupti_dump: None,
             cupti_api_all: false,
             cupti_monotonic_clock: false,
-            cupti_graph_level: false,
         }
     }
 }
@@ -132,13 +127,6 @@ impl Config {
                 _ => w.push(format!("RTL_AGENT_CUPTI_CLOCK={v:?} is not cupti|monotonic; using cupti")),
             }
         }
-        if let Some(v) = s("RTL_AGENT_CUPTI_GRAPH") {
-            match v.trim() {
-                "" | "events" => {}
-                "cupti" => c.cupti_graph_level = true,
-                _ => w.push(format!("RTL_AGENT_CUPTI_GRAPH={v:?} is not events|cupti; using events")),
-            }
-        }
         (c, w)
     }
 
@@ -164,9 +152,6 @@ mod tests {
         let (c, w) = parse(&[("RTL_AGENT_CUPTI_API", "some"), ("RTL_AGENT_CUPTI_CLOCK", "tsc")]);
         assert_eq!(w.len(), 2, "{w:?}");
         assert!(!c.cupti_api_all && !c.cupti_monotonic_clock, "bad values keep the defaults");
-        assert!(parse(&[("RTL_AGENT_CUPTI_GRAPH", "cupti")]).0.cupti_graph_level);
-        let (c, w) = parse(&[("RTL_AGENT_CUPTI_GRAPH", "nodes")]);
-        assert!(!c.cupti_graph_level && w.len() == 1, "{w:?}");
     }
 
     #[test]

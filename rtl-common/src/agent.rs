@@ -237,11 +237,7 @@ pub const OP_HAS_THREAD_HASH: u8 = 1 << 3;
 pub const OP_SUBMIT_TIME: u8 = 1 << 4;
 /// `GpuOp::flags`: `thread_seq` / `seq_epoch` hold the record's per-thread, per-API sequence number.
 pub const OP_HAS_THREAD_SEQ: u8 = 1 << 5;
-/// `GpuOp::flags`: `gpu_begin_ns` is not a measured start but the end of the previous GPU op on
-/// the same stream, which the op was queued behind (CUPTI graph-replay spans, where no start
-/// event was recorded: see docs/trace-format.md).
-pub const OP_START_IS_PREV_END: u8 = 1 << 6;
-const OP_FLAGS_ALL: u8 = 0x7f;
+const OP_FLAGS_ALL: u8 = 0x3f;
 
 /// One GPU operation, with the API call that caused it. 160 bytes (152 in version 1).
 #[repr(C)]
@@ -379,21 +375,12 @@ pub struct Counters {
     /// HSA: DMA copies on the application's own completion signal whose signal was reused or
     /// destroyed before the copy's end time could be read from it (not published).
     pub copies_untimed: u64,
-    // ---- appended (records of 120 bytes end here) ----
-    /// CUPTI: graph launches the agent could not time with events (event pool exhausted, an
-    /// event call failed, or still running at exit): no GraphExecution op.
-    pub graphs_untimed: u64,
-    /// CUPTI: launches, copies or memsets submitted by another thread while kernel/copy records
-    /// were switched off around a graph launch (their activity records may be missing).
-    pub ops_maybe_unrecorded: u64,
 }
 
 /// Bytes of a [`Counters`] record from agents before `graph_spans` was appended.
 pub const COUNTERS_LEN_V1: usize = 88;
 /// Bytes of a [`Counters`] record from agents before `copies_untimed` was appended.
 pub const COUNTERS_LEN_V2: usize = 112;
-/// Bytes of a [`Counters`] record from agents before `graphs_untimed` was appended.
-pub const COUNTERS_LEN_V3: usize = 120;
 
 /// `Info::status`.
 #[repr(u8)]
@@ -499,7 +486,7 @@ const _: () = {
     assert!(size_of::<GpuOp>() == 160);
     assert!(size_of::<StringHead>() == 24);
     assert!(size_of::<ClockSync>() == 48);
-    assert!(size_of::<Counters>() == 136);
+    assert!(size_of::<Counters>() == 120);
     assert!(size_of::<Info>() == 48);
 };
 

@@ -6,6 +6,7 @@
 
 pub mod agent;
 pub mod gpu_source;
+pub mod python;
 
 pub use gpu_source::GpuSource;
 
@@ -48,6 +49,11 @@ pub enum EventKind {
     /// copy of the stack, by `mode`). Written right after the call's entry record, by the same
     /// thread.
     UserStack = 12,
+    /// The Python frames of the calling thread at the entry of a probed API whose cookie asks
+    /// for the user stack, when the process runs a CPython interpreter the collector described
+    /// in `PY_PROCS` ([`python::PyStackHead`] followed by `count` [`python::PyFrameRaw`]).
+    /// Written just before that call's [`EventKind::UserStack`] record, by the same thread.
+    PythonStack = 13,
 }
 
 impl EventKind {
@@ -65,6 +71,7 @@ impl EventKind {
             10 => Self::ApiEnterShort,
             11 => Self::StringLate,
             12 => Self::UserStack,
+            13 => Self::PythonStack,
             _ => return None,
         })
     }
@@ -337,7 +344,12 @@ pub mod counter {
     pub const STRINGS_LOST: u32 = 8;
     /// User stacks not recorded: the ring buffer was full, or the stack could not be read.
     pub const STACKS_LOST: u32 = 9;
-    pub const LEN: u32 = 10;
+    /// Python frame records not written (ring buffer full) for a process in `PY_PROCS`.
+    pub const PY_STACKS_LOST: u32 = 10;
+    /// Python frame walks that found no thread state for the calling thread (a thread that
+    /// never ran Python, or more threads than the walk follows).
+    pub const PY_NO_THREAD: u32 = 11;
+    pub const LEN: u32 = 12;
 }
 
 /// Offsets in glibc's (and musl's) `struct r_debug` and `struct link_map` on x86-64

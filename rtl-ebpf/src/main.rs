@@ -28,6 +28,7 @@ mod helpers;
 mod loader;
 mod maps;
 mod publish;
+mod python;
 mod stacks;
 mod strings;
 mod task;

@@ -98,6 +98,12 @@ CREATE TABLE IF NOT EXISTS rtl_process (
 CREATE TABLE IF NOT EXISTS rtl_frame (
     id INTEGER PRIMARY KEY, module TEXT NOT NULL, address INTEGER NOT NULL,
     symbol TEXT, symbol_offset INTEGER, runtime INTEGER NOT NULL DEFAULT 0);
+-- Python frames (CPython processes, --stacks): their rtl_frame row has module = the code's
+-- file, symbol = its function (qualified name), address = line; here the line (NULL: unknown)
+-- and the function's first line. A Python frame whose code object could not be read has a row
+-- here with NULLs and an rtl_frame row with an empty module and the code object's address.
+CREATE TABLE IF NOT EXISTS rtl_python_frame (
+    frame_id INTEGER PRIMARY KEY REFERENCES rtl_frame(id), line INTEGER, first_line INTEGER);
 -- One row per distinct stack; its frames innermost first in rtl_stack_frame. site_frame_id: the
 -- innermost frame of user code (not a runtime library, not a compiler's kernel launch stub).
 CREATE TABLE IF NOT EXISTS rtl_stack (

@@ -1,5 +1,5 @@
 //! Call-site and capture rows (the collector's `stacks/` makes them) and writing them into
-//! their tables (`schema.rs`: `rtl_frame`, `rtl_stack`, `rtl_stack_frame`, `rtl_api_stack`,
+//! their tables (`schema.rs`: `rtl_frame`, `rtl_python_frame`, `rtl_stack`, `rtl_stack_frame`, `rtl_api_stack`,
 //! `rtl_capture`, `rtl_capture_call`, `rtl_graph_launch`).
 
 use std::sync::Arc;
@@ -20,6 +20,20 @@ pub struct FrameRow {
     pub symbol_offset: Option<u64>,
     /// In a GPU runtime or tracing library: never the call site.
     pub runtime: bool,
+    /// A Python frame (`rtl_python_frame`): `module` is the code's file (`co_filename`),
+    /// `symbol` its function (`co_qualname`, 3.10 `co_name`), `address` the line (0: unknown).
+    /// A Python frame whose code object could not be read has an empty `module`, no symbol and
+    /// the code object's address.
+    pub python: Option<PythonFrame>,
+}
+
+/// `rtl_python_frame`: what a Python frame adds to its `rtl_frame` row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PythonFrame {
+    /// The line being run (for a caller, the line of its call); None when not known.
+    pub line: Option<i64>,
+    /// The function's first line (`co_firstlineno`).
+    pub first_line: Option<i64>,
 }
 
 /// Rows of the call-site tables (`docs/trace-format.md`).
@@ -62,6 +76,13 @@ pub fn write(tx: &Transaction, row: &SiteRow) -> rusqlite::Result<()> {
                 "INSERT INTO rtl_frame (id, module, address, symbol, symbol_offset, runtime) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
             )?
             .execute(params![f.id, f.module, f.address as i64, f.symbol, f.symbol_offset.map(|o| o as i64), f.runtime])?;
+            if let Some(p) = f.python {
+                tx.prepare_cached("INSERT INTO rtl_python_frame (frame_id, line, first_line) VALUES (?1, ?2, ?3)")?.execute(params![
+                    f.id,
+                    p.line,
+                    p.first_line
+                ])?;
+            }
         }
         SiteRow::Stack { id, frames, site, truncated } => {
             tx.prepare_cached("INSERT INTO rtl_stack (id, depth, site_frame_id, truncated) VALUES (?1, ?2, ?3, ?4)")?.execute(params![

@@ -326,6 +326,11 @@ pub struct TraceOpts {
     #[arg(long, default_value_t = 8192, value_name = "BYTES", value_parser = clap::value_parser!(u32).range(64..=16384))]
     pub stack_bytes: u32,
 
+    /// With --stacks: do not walk CPython's frames (Python call sites are on by default for
+    /// processes running CPython 3.10-3.13; this measures or avoids their cost).
+    #[arg(long)]
+    pub no_python_frames: bool,
+
     /// `attach --keep-waiting` (set by the subcommand).
     #[arg(skip)]
     pub keep_waiting: bool,

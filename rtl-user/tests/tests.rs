@@ -17,6 +17,7 @@ mod gpu_join_hsa;
 mod gpu_join_sequence;
 mod hw_validate;
 mod probe_lifecycle;
+mod python_sites;
 mod read_check;
 mod read_golden_sim;
 mod read_html_browser;

@@ -10,8 +10,6 @@ as the agent does, without the agent or the collector:
   api-all   DRIVER and RUNTIME API records for every call
   cb-launch a callback subscription on cuGraphLaunch only (cuptiSubscribe + cuptiEnableCallback),
             an alternative way to learn the correlation of a graph launch
-  cb-toggle the same, and the kernel/memcpy/memset kinds disabled from the launch's enter
-            callback to its exit callback (do graph nodes then go unrecorded, at what cost?)
   events    no CUPTI: a timing event recorded on the stream before and after every replay
             (cudaEventRecord through ctypes; the launch's own span)
   events-end no CUPTI: one timing event after every replay only (what a span costs when its
@@ -97,20 +95,12 @@ if kinds:
                         n += 1
             if n == 0:
                 sys.exit("no gpu-work API found")
-        elif k in ("cb-launch", "cb-toggle"):
+        elif k == "cb-launch":
             CB = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint32, ctypes.c_void_p)
             seen = [0]
 
-            toggle = k == "cb-toggle"
-            node_kinds = [KIND[x] for x in ("kernel", "memcpy", "memset") if x in kinds]
-
             def cb(ud, dom, cbid, info):
                 seen[0] += 1
-                if toggle:
-                    # CUpti_CallbackData.callbackSite (offset 0): 0 enter, 1 exit.
-                    site = ctypes.c_uint32.from_address(info).value
-                    for nk in node_kinds:
-                        (cupti.cuptiActivityDisable if site == 0 else cupti.cuptiActivityEnable)(nk)
 
             c = CB(cb)
             keep.append(c)

@@ -12,25 +12,20 @@
 # Workloads (tests/gpu/app.py): `graph R`, a 50-kernel CUDA graph replayed R times (GRAPH_R,
 # default 2000), and `eager N`, N tiny kernels launched one by one (EAGER_N, default 10000), each
 # in 10 timed blocks (per block: launch all, synchronize; the median block's wall time per
-# replay / per launch). Configurations, REPS rounds (default 2: about 9 minutes, one 10-minute
+# replay / per launch). Configurations, REPS rounds (default 2: about 8 minutes, one 10-minute
 # call; most of it waiting for the kernel to remove each traced run's probes) interleaved, the
 # order rotating:
 #   untraced                       the app alone
-#   cupti (events)                 rtl-ebpf run --runtime cuda --gpu cupti: one span per replay
-#                                  from the agent's CUDA events (the default; kernel records off
-#                                  during each graph launch)
-#   cupti (graph-level)            the same with RTL_AGENT_CUPTI_GRAPH=cupti: one CUPTI
-#                                  graph-level record per replay (graph only)
-#   cupti --graph-nodes            every node's kernel record (graph only: eager launches do not
-#                                  depend on how graphs are timed, except in events mode, where
-#                                  every launch goes through the agent's callback)
+#   cupti (graph-level)            rtl-ebpf run --runtime cuda --gpu cupti: one CUPTI
+#                                  graph-level record per replay (the default)
+#   cupti --graph-nodes            the same with every node's kernel record (per-node, as before;
+#                                  graph only: eager launches do not depend on it)
 #   cpu only                       rtl-ebpf run --runtime cuda --gpu none (probes, no agent)
 # Prints, per workload and configuration, the median us per replay / per launch and the
 # difference to untraced; checks the issue's targets (graph replay with GPU times <= 5 % over
 # untraced; eager launches no worse than the +3.8 us measured before, docs/benchmarks.md), and
-# checks each traced graph run's trace: one GraphExecution op per replay and no node kernels
-# (events, graph-level) or 50 kernels per replay and no GraphExecution op (--graph-nodes), every
-# one linked to its call. REPS=2: about 9 minutes.
+# checks each traced graph run's trace: one GraphExecution op per replay (graph-level) or 50
+# kernels per replay and no GraphExecution op (--graph-nodes), every one linked to its call.
 # Writes $OUT/graph_cost.jsonl (one line per run) and $OUT/graph_cost.txt (the summary); exits
 # 1 when a target or a trace check fails.
 set -u
@@ -61,28 +56,26 @@ wait_released() {
   log "probe remover $pid still running after 60 s"
 }
 
-hows=("untraced" "cupti (events)" "cupti (graph-level)" "cupti --graph-nodes" "cpu only")
+hows=("untraced" "cupti (graph-level)" "cupti --graph-nodes" "cpu only")
 rc=0
 for r in $(seq 1 "$REPS"); do
-  for i in 0 1 2 3 4; do
-    how=${hows[$(( (i + r) % 5 ))]}
+  for i in 0 1 2 3; do
+    how=${hows[$(( (i + r) % 4 ))]}
     for w in "graph $GRAPH_R" "eager $EAGER_N"; do
       set -- $w
-      case "$how" in "cupti --graph-nodes" | "cupti (graph-level)") [ "$1" = eager ] && continue ;; esac
+      [ "$how" = "cupti --graph-nodes" ] && [ "$1" = eager ] && continue
       meta="{\"how\": \"$how\", \"round\": $r}"
       tag=$(echo "$how" | tr -c 'a-z0-9\n' '_')_$1_$r
       db=$W/$tag.db
       case $how in
         untraced) "$PY" $APP $1 $2 --blocks 10 --warm 1 --out "$OUT/graph_cost.jsonl" --meta "$meta" > /dev/null ;;
-        "cupti (events)") opts=(--gpu cupti) ;;
         "cupti (graph-level)") opts=(--gpu cupti) ;;
         "cupti --graph-nodes") opts=(--gpu cupti --graph-nodes) ;;
         "cpu only") opts=(--gpu none) ;;
       esac
       if [ "$how" != untraced ]; then
         meta="{\"how\": \"$how\", \"round\": $r, \"db\": \"$db\"}"
-        graph_env=events; [ "$how" = "cupti (graph-level)" ] && graph_env=cupti
-        RTL_AGENT_CUPTI_GRAPH=$graph_env "$BIN" run --runtime cuda "${opts[@]}" --quiet -o "$db" -- "$PY" $APP $1 $2 --blocks 10 --warm 1 \
+        "$BIN" run --runtime cuda "${opts[@]}" --quiet -o "$db" -- "$PY" $APP $1 $2 --blocks 10 --warm 1 \
           --out "$OUT/graph_cost.jsonl" --meta "$meta" > /dev/null 2> "$W/$tag.err" || { log "$how $1 failed:"; tail -5 "$W/$tag.err" >&2; rc=1; }
         wait_released "$W/$tag.err"
       fi
@@ -103,23 +96,23 @@ bad = []
 print("Per replay (graph, 50 kernels) and per launch (eager), median of the runs' median blocks, us:")
 for mode, unit in (("graph", "replay"), ("eager", "launch")):
     base = statistics.median(r["per_unit_us"] for r in runs[(mode, "untraced")]) if runs[(mode, "untraced")] else None
-    for how in ("untraced", "cupti (events)", "cupti (graph-level)", "cupti --graph-nodes", "cpu only"):
+    for how in ("untraced", "cupti (graph-level)", "cupti --graph-nodes", "cpu only"):
         v = [r["per_unit_us"] for r in runs[(mode, how)]]
         if not v:
-            if not (mode == "eager" and how in ("cupti --graph-nodes", "cupti (graph-level)")):
+            if not (mode == "eager" and how == "cupti --graph-nodes"):
                 print(f"  {mode:5} {how:22} no runs"); bad.append(f"{mode} {how}: no runs")
             continue
         m = statistics.median(v)
         d = "" if base is None or how == "untraced" else f"  {m - base:+.2f} us ({(m - base) * 100 / base:+.1f} %)"
         print(f"  {mode:5} {how:22} {m:8.2f} us per {unit} (runs: {', '.join(f'{x:.2f}' for x in v)}){d}")
-    if base is not None and runs[(mode, "cupti (events)")]:
-        m = statistics.median(r["per_unit_us"] for r in runs[(mode, "cupti (events)")])
+    if base is not None and runs[(mode, "cupti (graph-level)")]:
+        m = statistics.median(r["per_unit_us"] for r in runs[(mode, "cupti (graph-level)")])
         if mode == "graph":
             ok = m <= base * 1.05
-            print(f"  target: graph replay with GPU times (events, the default) <= 5 % over untraced: {(m - base) * 100 / base:+.1f} % -> {'PASS' if ok else 'FAIL'}")
+            print(f"  target: graph replay with GPU times <= 5 % over untraced: {(m - base) * 100 / base:+.1f} % -> {'PASS' if ok else 'FAIL'}")
         else:
             ok = m - base <= 3.8
-            print(f"  target: eager launch (events, the default) no worse than before (+3.8 us): {m - base:+.2f} us -> {'PASS' if ok else 'FAIL'}")
+            print(f"  target: eager launch no worse than before (+3.8 us): {m - base:+.2f} us -> {'PASS' if ok else 'FAIL'}")
         if not ok:
             bad.append(f"{mode} target")
 # The traces: what each graph run recorded.
@@ -134,18 +127,13 @@ for r in rows:
     spans, kernels = q(db, op.format("GraphExecution")), q(db, op.format("KernelExecution"))
     unlinked = q(db, "select count(*) from rocpd_op o left join rocpd_api_ops l on l.op_id = o.id where l.op_id is null and o.gpuId >= 0")
     replays = 1 + graph_r // 10 * 10
-    if r["how"] in ("cupti (events)", "cupti (graph-level)"):
-        # One span per replay, and no node kernels (only the app's few eager ones).
-        ok = spans == replays and unlinked == 0 and kernels < replays
-        want = f"{replays} GraphExecution, < {replays} kernels"
+    if r["how"] == "cupti (graph-level)":
+        ok = spans == replays and unlinked == 0
+        want = f"{replays} GraphExecution"
     else:
         ok = spans == 0 and kernels >= replays * r["graph_kernels"] and unlinked == 0
         want = f"0 GraphExecution, >= {replays * r['graph_kernels']} kernels"
-    untimed = q(db, "select coalesce(max(cast(value as integer)), -1) from rocpd_metadata where tag = 'agent_graphs_untimed'")
-    if r["how"] == "cupti (events)":
-        ok = ok and untimed == 0
-        want += ", agent_graphs_untimed 0"
-    print(f"  {r['how']:22} round {r['round']}: {spans} GraphExecution, {kernels} kernels, {unlinked} unlinked, agent_graphs_untimed {untimed} (want {want}, 0 unlinked) -> {'PASS' if ok else 'FAIL'}")
+    print(f"  {r['how']:22} round {r['round']}: {spans} GraphExecution, {kernels} kernels, {unlinked} unlinked (want {want}, 0 unlinked) -> {'PASS' if ok else 'FAIL'}")
     if not ok:
         bad.append(f"trace {db}")
 print("FAILED: " + "; ".join(bad) if bad else "all checks passed")

@@ -47,6 +47,9 @@ pub fn run(rest: &[String]) -> Result<()> {
     if matches!(which, "all" | "stack-cost") {
         crate::bench_stacks::stack_cost()?;
     }
+    if matches!(which, "all" | "python-stack-cost") {
+        crate::bench_stacks::python_stack_cost()?;
+    }
     if matches!(which, "all" | "collector") {
         collector()?;
     }

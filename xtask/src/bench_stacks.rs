@@ -86,3 +86,56 @@ fn driver_launch_ns(drv: &std::path::Path, calls: u64) -> Result<f64> {
         .and_then(|s| s.trim().parse().ok())
         .ok_or_else(|| anyhow::anyhow!("probe_driver printed no ns_per_call"))
 }
+
+/// `python-stack-cost`: what walking CPython's frames adds to `--stacks dwarf` per launch, in
+/// the traced thread. A Python driver (tests/bench/py_launch_driver.py) calls the bench
+/// target's `hipLaunchKernel` through ctypes from 11 Python frames; interleaved rounds of: no
+/// tracer; `run --stacks off`; `--stacks dwarf --no-python-frames`; `--stacks dwarf`. Printed:
+/// the driver's own ns per call (median of rounds) and the differences.
+pub fn python_stack_cost() -> Result<()> {
+    let (lib, _) = bench_target()?;
+    let lib_s = lib.display().to_string();
+    let driver = root().join("tests/bench/py_launch_driver.py");
+    let python = "/usr/bin/python3";
+    let (calls, depth, rounds) = (200_000u64, 8, 5);
+    let db = root().join("target/bench/python-stack-cost.db");
+    let modes: [(&str, &[&str]); 4] = [
+        ("no tracer", &[]),
+        ("--stacks off", &["off"]),
+        ("dwarf, no Python", &["dwarf", "--no-python-frames"]),
+        ("--stacks dwarf", &["dwarf"]),
+    ];
+    let mut ns: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
+    for _ in 0..rounds {
+        for (i, (_, args)) in modes.iter().enumerate() {
+            let mut c = if args.is_empty() {
+                Command::new("taskset")
+            } else {
+                let mut c = Command::new(bin());
+                c.args(["run", "--apis", "hipLaunchKernel", "--lib", &lib_s, "--gpu", "none", "--quiet", "--force", "--stacks"]);
+                c.args(args.iter()).arg("-o").arg(&db).arg("--").arg("taskset");
+                c
+            };
+            c.args(["-c", crate::bench::WORKLOAD_CPU, python]).arg(&driver).arg(&lib_s).arg(calls.to_string()).arg(depth.to_string());
+            let out = c.output()?;
+            anyhow::ensure!(out.status.success(), "{}: {}", modes[i].0, String::from_utf8_lossy(&out.stderr));
+            let text = String::from_utf8_lossy(&out.stdout);
+            let v: f64 = text
+                .split("\"ns_per_call\":")
+                .nth(1)
+                .and_then(|s| s.split(',').next())
+                .and_then(|s| s.trim().parse().ok())
+                .ok_or_else(|| anyhow::anyhow!("py_launch_driver printed no ns_per_call: {text}"))?;
+            ns[i].push(v);
+        }
+    }
+    let _ = std::fs::remove_file(&db);
+    println!("python-stack-cost: hipLaunchKernel (bench target) through ctypes from {} Python frames, {calls} calls x {rounds} interleaved rounds", depth + 3);
+    let med: Vec<f64> = ns.iter_mut().map(|v| median(v)).collect();
+    for (i, (name, _)) in modes.iter().enumerate() {
+        let extra = if i == 0 { String::new() } else { format!("   {:+.1} over the row above", med[i] - med[i - 1]) };
+        println!("  {name:<18} {:>9.1} ns per call{extra}", med[i]);
+    }
+    println!("  Python frames add {:+.1} ns per launch to --stacks dwarf", med[3] - med[2]);
+    Ok(())
+}

@@ -36,11 +36,9 @@ use std::sync::{Mutex, OnceLock};
 use rtl_common::agent::{self as wire, ClockDomain, GpuOp, OpKind};
 
 mod correlate;
-mod cuda;
 mod dump;
 mod ffi;
 mod records;
-pub mod spans;
 pub use correlate::*;
 pub use dump::*;
 use ffi::{load, Api, CUPTI_ERROR_MAX_LIMIT_REACHED, CUPTI_SUCCESS};
@@ -316,24 +314,10 @@ pub fn start() -> Result<String, (String, i32)> {
         for &(k, what) in api_kinds {
             check((a.enable)(k), &format!("cuptiActivityEnable({what})"))?;
         }
-        // Graph launches: one span each from the agent's CUDA events (kernel records off during
-        // the launch: spans.rs), or CUPTI's graph-level records (RTL_AGENT_CUPTI_GRAPH=cupti,
-        // or when the events cannot be used: said), unless every node is asked for
-        // (RTL_AGENT_GRAPH_NODES, run --graph-nodes). A CUPTI that refuses graph-level records
-        // gives the nodes, as asked for or not (said).
-        let mut graph_level = crate::config_ref().cupti_graph_level;
-        if !crate::graph_nodes() && !graph_level {
-            match spans::start(a, &[KIND_CONCURRENT_KERNEL, KIND_MEMCPY, KIND_MEMSET]) {
-                Ok(()) => GRAPH_LEVEL.store(true, Relaxed),
-                Err(e) => {
-                    crate::say(&format!(
-                        "graph replays cannot be timed with CUDA events ({e}): CUPTI's graph-level records instead (more cost per replay)"
-                    ));
-                    graph_level = true;
-                }
-            }
-        }
-        if !crate::graph_nodes() && graph_level {
+        // Graph launches: one graph-level record each (CUPTI then keeps no node records for
+        // them), unless every node is asked for (RTL_AGENT_GRAPH_NODES, run --graph-nodes). A
+        // CUPTI that refuses graph-level records gives the nodes, as asked for or not (said).
+        if !crate::graph_nodes() {
             let rc = (a.enable)(KIND_GRAPH_TRACE);
             GRAPH_LEVEL.store(rc == CUPTI_SUCCESS, Relaxed);
             if rc != CUPTI_SUCCESS {
@@ -412,8 +396,7 @@ fn native_clock_domain(a: &Api) -> ClockDomain {
     }
 }
 
-/// Publisher period: hand over the buffers whose records are all complete, then the graph
-/// replays whose end events have completed.
+/// Publisher period: hand over the buffers whose records are all complete.
 pub fn poll() {
     if let Some(l) = LIVE.get() {
         // SAFETY: resolved from libcupti.
@@ -421,23 +404,6 @@ pub fn poll() {
         if rc != CUPTI_SUCCESS {
             crate::publish::record_error(rc);
         }
-        poll_spans(l);
-    }
-}
-
-/// Finished graph replays (event spans) go to the Correlator, to meet their API records.
-fn poll_spans(l: &Live) {
-    let Some(sp) = spans::get() else { return };
-    let mut ops = Vec::new();
-    sp.poll(&mut |o| ops.push(o));
-    if ops.is_empty() {
-        return;
-    }
-    if let Ok(mut st) = l.state.lock() {
-        for op in ops {
-            st.corr.on_gpu(op, &mut |o| crate::publish::emit(o, true));
-        }
-        st.corr.retry(&mut |o| crate::publish::emit(o, true));
     }
 }
 
@@ -445,18 +411,6 @@ fn poll_spans(l: &Live) {
 /// API record go out without it.
 pub fn stop() {
     let Some(l) = LIVE.get() else { return };
-    // Graph replays still running: waited for up to 1 s, then counted untimed.
-    if let Some(sp) = spans::get() {
-        let deadline = crate::clock::monotonic_ns() + 1_000_000_000;
-        loop {
-            poll_spans(l);
-            if sp.in_flight() == 0 || crate::clock::monotonic_ns() > deadline {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
-        sp.finish();
-    }
     // SAFETY: resolved from libcupti.
     let rc = unsafe { (l.api.flush_all)(FLAG_FLUSH_FORCED) };
     if rc != CUPTI_SUCCESS {
@@ -469,13 +423,6 @@ pub fn stop() {
             crate::say(&format!(
                 "CUPTI: {} GPU records, {} without their API record, {} records shorter than the CUDA 13.0 layout",
                 s.gpu_records, s.without_api, s.short_records
-            ));
-        }
-        if let Some(x) = spans::stats().filter(|x| !crate::config_ref().quiet && (x.untimed + x.queued_raced) > 0) {
-            crate::say(&format!(
-                "CUDA graph replays: {} spans ({} with a start event, {} queued behind the previous one, {} of those whose previous \
-                 replay ended during the launch call), {} untimed (no events free, an event call failed, or unfinished at exit)",
-                x.spans, x.with_start_event, x.queued, x.queued_raced, x.untimed
             ));
         }
     }

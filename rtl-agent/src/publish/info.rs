@@ -22,8 +22,6 @@ pub struct AtomicCounters {
     pub barriers_untimed: AtomicU64,
     pub other_packets: AtomicU64,
     pub copies_untimed: AtomicU64,
-    pub graphs_untimed: AtomicU64,
-    pub ops_maybe_unrecorded: AtomicU64,
 }
 
 impl AtomicCounters {
@@ -43,8 +41,6 @@ impl AtomicCounters {
             barriers_untimed: self.barriers_untimed.load(Relaxed),
             other_packets: self.other_packets.load(Relaxed),
             copies_untimed: self.copies_untimed.load(Relaxed),
-            graphs_untimed: self.graphs_untimed.load(Relaxed),
-            ops_maybe_unrecorded: self.ops_maybe_unrecorded.load(Relaxed),
             ..Default::default()
         }
     }
@@ -64,8 +60,6 @@ impl AtomicCounters {
             &self.barriers_untimed,
             &self.other_packets,
             &self.copies_untimed,
-            &self.graphs_untimed,
-            &self.ops_maybe_unrecorded,
         ] {
             c.store(0, Relaxed);
         }

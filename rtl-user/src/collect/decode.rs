@@ -22,6 +22,8 @@ pub enum Event {
     Agent(EventHeader, Vec<u8>, u32),
     /// A user stack at an API's entry: the head and its data (`len` bytes, checked).
     UserStack(rtl_common::UserStackHead, Vec<u8>),
+    /// The Python frames at an API's entry (written before its user stack).
+    PythonStack(rtl_common::python::PyStackHead, Vec<rtl_common::python::PyFrameRaw>),
 }
 
 /// What an exec record says about the new image (empty strings where the kernel could not read).
@@ -112,6 +114,10 @@ pub fn decode(b: &[u8]) -> Result<Event, DecodeError> {
         EventKind::UserStack => {
             let (head, data) = crate::collect::stack_record::decode(b).ok_or_else(wrong)?;
             Event::UserStack(head, data)
+        }
+        EventKind::PythonStack => {
+            let (head, frames) = crate::collect::stack_record::decode_python(b).ok_or_else(wrong)?;
+            Event::PythonStack(head, frames)
         }
     })
 }

@@ -1,6 +1,8 @@
 //! An `EventKind::UserStack` record: a [`UserStackHead`] and the bytes it says follow, checked
-//! against the record (the probe wrote it, but its length is still only a claim).
+//! against the record (the probe wrote it, but its length is still only a claim); and an
+//! `EventKind::PythonStack` record, its Python frames, checked the same way.
 
+use rtl_common::python::{PyFrameRaw, PyStackHead, PY_FRAMES_MAX};
 use rtl_common::{UserStackHead, STACK_COPY_MAX};
 
 /// The head and its data; None when the record is shorter than its head or its claimed length.
@@ -16,6 +18,27 @@ pub fn decode(b: &[u8]) -> Option<(UserStackHead, Vec<u8>)> {
         return None;
     }
     Some((head, b[n..n + len].to_vec()))
+}
+
+/// An `EventKind::PythonStack` record: its head and frames; None when shorter than it claims.
+pub fn decode_python(b: &[u8]) -> Option<(PyStackHead, Vec<PyFrameRaw>)> {
+    let n = std::mem::size_of::<PyStackHead>();
+    if b.len() < n {
+        return None;
+    }
+    // SAFETY: length checked; a plain #[repr(C)] integer aggregate, valid for any bytes.
+    let head: PyStackHead = unsafe { std::ptr::read_unaligned(b.as_ptr().cast()) };
+    let count = head.count as usize;
+    let size = std::mem::size_of::<PyFrameRaw>();
+    if count > PY_FRAMES_MAX || b.len() < n + count * size {
+        return None;
+    }
+    let frames = b[n..n + count * size]
+        .chunks_exact(size)
+        // SAFETY: each chunk is one frame's size; plain integers, valid for any bytes.
+        .map(|c| unsafe { std::ptr::read_unaligned(c.as_ptr().cast::<PyFrameRaw>()) })
+        .collect();
+    Some((head, frames))
 }
 
 #[cfg(test)]

@@ -188,6 +188,7 @@ impl Joiner {
                 self.stacks.on_record(&head, &data, &mut site_rows);
                 out.extend(site_rows.into_iter().map(Row::Site));
             }
+            Event::PythonStack(head, frames) => self.stacks.python.on_record(&head, frames),
             Event::StringLate(h, text) => self.pairer.late_text(h.pid_tgid, h.api_id, text),
             Event::Exit(x) => {
                 self.last_ts = self.last_ts.max(x.hdr.ts_ns);

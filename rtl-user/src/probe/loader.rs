@@ -197,6 +197,25 @@ impl Probes {
     }
 
     /// Has this library file (device, inode) been attached already?
+    /// Changes to the probe's `PY_PROCS` map: the Python processes whose frames the entry
+    /// probe walks (`stacks::python`).
+    pub fn apply_python(&mut self, ops: Vec<crate::stacks::python::MapOp>) -> Result<()> {
+        use crate::stacks::python::MapOp;
+        if ops.is_empty() {
+            return Ok(());
+        }
+        let mut m: BpfHashMap<&mut MapData, u32, PyProcValue> =
+            BpfHashMap::try_from(self.ebpf.map_mut("PY_PROCS").context("PY_PROCS map")?)?;
+        for op in ops {
+            match op {
+                MapOp::Set(pid, p) => m.insert(&pid, &PyProcValue(p), 0).context("writing the PY_PROCS map")?,
+                // Already gone (never written, or the map was full) is fine.
+                MapOp::Remove(pid) => drop(m.remove(&pid)),
+            }
+        }
+        Ok(())
+    }
+
     pub fn is_attached(&self, lib: &LibraryFile) -> bool {
         self.attached.contains_key(&lib.key())
     }
@@ -389,6 +408,8 @@ impl Probes {
             ("probe_entries", self.counter(counter::ENTRIES).to_string()),
             ("probe_exits", self.counter(counter::EXITS).to_string()),
             ("stacks_lost_in_probe", self.counter(counter::STACKS_LOST).to_string()),
+            ("python_stacks_lost_in_probe", self.counter(counter::PY_STACKS_LOST).to_string()),
+            ("python_threads_not_found", self.counter(counter::PY_NO_THREAD).to_string()),
             ("loader_events_lost", self.counter(counter::LOADER_EVENTS_LOST).to_string()),
             ("loader_events_skipped", self.counter(counter::LOADER_SKIPPED).to_string()),
             ("agent_batches_truncated", self.counter(counter::AGENT_TRUNCATED).to_string()),
@@ -405,6 +426,13 @@ struct LoaderNameValue(LoaderName);
 
 // SAFETY: plain #[repr(C)] integers, no padding.
 unsafe impl aya::Pod for LoaderNameValue {}
+
+#[derive(Clone, Copy)]
+#[repr(transparent)]
+struct PyProcValue(rtl_common::python::PyProc);
+
+// SAFETY: plain #[repr(C)] integers (a u64, then ten u32s), no padding.
+unsafe impl aya::Pod for PyProcValue {}
 
 /// Checks whether a file looks like something we can attach to, with a clear error if not.
 pub fn check_library_path(p: &Path) -> Result<()> {

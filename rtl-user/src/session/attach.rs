@@ -151,9 +151,11 @@ impl Session {
         joiner.note_probes_attached(clock::ClockPair::now().monotonic_ns.max(0) as u64);
         joiner.sync_table(&probes.table);
         joiner.stacks_on = opts.stacks != crate::cli::StackMode::Off;
+        joiner.stacks.python.enabled = !opts.no_python_frames;
         for m in maps {
             joiner.stacks.set_maps(m);
         }
+        super::event_loop::python_map(&mut probes, &mut joiner);
         let stops = {
             let _in_rt = rt.enter();
             LoaderStops::new(probes.take_loader_events()?)?

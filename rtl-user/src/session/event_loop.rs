@@ -111,6 +111,7 @@ async fn event_loop(s: &mut Session, signals: Signals, opts: &TraceOpts) -> Resu
                 for m in found.maps.drain(..) {
                     joiner.stacks.set_maps(m);
                 }
+                python_map(probes, joiner);
                 for n in notices.into_iter().chain(found.errors) {
                     say(&n);
                 }
@@ -129,6 +130,7 @@ async fn event_loop(s: &mut Session, signals: Signals, opts: &TraceOpts) -> Resu
                 for m in found.maps.drain(..) {
                     joiner.stacks.set_maps(m);
                 }
+                python_map(probes, joiner);
                 for e in found.errors {
                     say(&e);
                 }
@@ -223,6 +225,7 @@ async fn event_loop(s: &mut Session, signals: Signals, opts: &TraceOpts) -> Resu
             chunk = spool.next(), if rows.is_empty() => {
                 let Some(chunk) = chunk else { break };
                 consume(spool, chunk, joiner, &mut rows, &mut tracked, mode)?;
+                python_map(probes, joiner);
                 // Let the runtime poll its signal and timer drivers between chunks: with a
                 // backlog the next chunk is always ready, and nothing else would ever run.
                 tokio::task::yield_now().await;
@@ -282,6 +285,13 @@ impl StatusLine {
             joiner.open_calls(),
         );
         let _ = std::io::stderr().flush();
+    }
+}
+
+/// The Python processes found or gone since the last call, told to the probe.
+pub(super) fn python_map(probes: &mut crate::probe::loader::Probes, joiner: &mut crate::join::Joiner) {
+    if let Err(e) = probes.apply_python(joiner.stacks.python.take_map_ops()) {
+        say(&format!("stacks: Python frames: {e:#}"));
     }
 }
 

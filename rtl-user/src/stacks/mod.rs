@@ -9,9 +9,10 @@
 
 pub mod capture;
 pub mod modules;
+pub mod python;
 pub mod unwind;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
@@ -30,7 +31,7 @@ pub const MAX_MODULES: usize = 4096;
 /// Most processes whose address spaces are kept.
 pub const MAX_SPACES: usize = 4096;
 
-pub use rtl_trace::sites::{FrameRow, SiteRow};
+pub use rtl_trace::sites::{FrameRow, PythonFrame, SiteRow};
 
 /// Counts recorded in the trace's metadata.
 #[derive(Debug, Default, Clone)]
@@ -55,6 +56,10 @@ pub struct StackStats {
 enum FrameKey {
     InFile((u64, u64), u64),
     Absolute(u64),
+    /// A Python frame: file, function, its first line, the line (None: unknown).
+    Python(Arc<str>, Arc<str>, i64, Option<i64>),
+    /// A Python frame whose code object could not be read: (pid, code object).
+    PythonUnread(u32, u64),
 }
 
 pub struct StackRecorder {
@@ -72,6 +77,9 @@ pub struct StackRecorder {
     call_stack: HashMap<i64, i64>,
     next_frame: i64,
     next_stack: i64,
+    /// Frames of the interpreter's evaluation loop (where Python frames are merged in).
+    eval_frames: HashSet<i64>,
+    pub python: python::Python,
     pub stats: StackStats,
 }
 
@@ -87,6 +95,8 @@ impl Default for StackRecorder {
             call_stack: HashMap::new(),
             next_frame: 1,
             next_stack: 1,
+            eval_frames: HashSet::new(),
+            python: python::Python::default(),
             stats: StackStats::default(),
         }
     }
@@ -118,6 +128,9 @@ impl StackRecorder {
         if self.spaces.len() >= MAX_SPACES && !self.spaces.contains_key(&maps.pid) {
             return;
         }
+        for (m, md) in &mappings {
+            self.python.saw_module(maps.pid, md, m.range.start, m.file_offset);
+        }
         self.spaces.insert(maps.pid, (Arc::new(AddressSpace::new(mappings)), monotonic_ns()));
     }
 
@@ -128,11 +141,13 @@ impl StackRecorder {
                 self.spaces.insert(child, s);
             }
         }
+        self.python.fork(parent, child);
     }
 
     /// The process is gone.
     pub fn forget(&mut self, pid: u32) {
         self.spaces.remove(&pid);
+        self.python.forget(pid);
         self.last_enter.retain(|k, _| (k >> 32) as u32 != pid);
     }
 
@@ -142,6 +157,7 @@ impl StackRecorder {
     pub fn exec(&mut self, pid: u32, ts: u64) {
         if self.spaces.get(&pid).is_some_and(|&(_, read_at)| read_at < ts) {
             self.spaces.remove(&pid);
+            self.python.forget(pid);
         }
         self.last_enter.retain(|k, _| (k >> 32) as u32 != pid);
     }
@@ -149,6 +165,7 @@ impl StackRecorder {
     /// A call of an API that records stacks entered (its stack record follows).
     pub fn entered(&mut self, pid_tgid: u64, call_id: i64, api_id: u32) {
         self.last_enter.insert(pid_tgid, (call_id, api_id));
+        self.python.entered(pid_tgid);
     }
 
     /// A thread exited: nothing of it is waited for any more.
@@ -189,29 +206,61 @@ impl StackRecorder {
             }
             _ => return,
         };
-        if unwound.frames.is_empty() {
+        let py = self.python.take(pid_tgid, head.hdr.api_id);
+        if unwound.frames.is_empty() && py.is_empty() {
             return;
         }
         if unwound.truncated {
             self.stats.truncated += 1;
         }
-        if let Some(id) = self.intern_stack(space.as_deref(), &unwound, out) {
+        if let Some(id) = self.intern_stack(pid, space.as_deref(), &unwound, py, out) {
             self.stats.kept += 1;
             self.call_stack.insert(call_id, id);
         }
     }
 
-    fn intern_stack(&mut self, space: Option<&AddressSpace>, u: &Unwound, out: &mut Vec<SiteRow>) -> Option<i64> {
+    /// A stack's id: its native frames innermost first, each evaluation-loop frame replaced by
+    /// the run of Python frames it ran (`py`, innermost first; runs left over, when the native
+    /// stack was cut short, go after it). The site is the innermost Python frame if there is
+    /// one, else the innermost user frame.
+    fn intern_stack(
+        &mut self,
+        pid: u32,
+        space: Option<&AddressSpace>,
+        u: &Unwound,
+        py: Vec<Vec<python::Frame>>,
+        out: &mut Vec<SiteRow>,
+    ) -> Option<i64> {
         let mut ids = Vec::with_capacity(u.frames.len());
         let mut site = None;
+        let mut py_site = None;
+        let mut runs = py.into_iter();
         for &addr in &u.frames {
             // Return addresses point after the call: name the call instruction (addr - 1).
             let (id, user) = self.intern_frame(space, addr.saturating_sub(1), out)?;
+            if self.eval_frames.contains(&id) {
+                if let Some(run) = runs.next() {
+                    for f in &run {
+                        let fid = self.intern_python(pid, f, out)?;
+                        py_site.get_or_insert(fid);
+                        ids.push(fid);
+                    }
+                    continue;
+                }
+            }
             if site.is_none() && user {
                 site = Some(id);
             }
             ids.push(id);
         }
+        for run in runs {
+            for f in &run {
+                let fid = self.intern_python(pid, f, out)?;
+                py_site.get_or_insert(fid);
+                ids.push(fid);
+            }
+        }
+        let site = py_site.or(site);
         let mut h1 = std::collections::hash_map::DefaultHasher::new();
         ids.hash(&mut h1);
         u.truncated.hash(&mut h1);
@@ -256,15 +305,60 @@ impl StackRecorder {
                     Some((name, off)) => (Some(crate::probe::demangle::demangle_or_keep(name)), Some(off)),
                     None => (None, None),
                 };
-                FrameRow { id, module: m.path.clone(), address: svma, symbol, symbol_offset, runtime: m.runtime }
+                FrameRow { id, module: m.path.clone(), address: svma, symbol, symbol_offset, runtime: m.runtime, python: None }
             }
-            None => FrameRow { id, module: String::new(), address: addr, symbol: None, symbol_offset: None, runtime: false },
+            None => FrameRow { id, module: String::new(), address: addr, symbol: None, symbol_offset: None, runtime: false, python: None },
         };
         let user = !row.runtime && !row.module.is_empty() && !row.symbol.as_deref().is_some_and(is_launch_stub);
+        if row.symbol.as_deref().is_some_and(python::is_eval_loop) {
+            self.eval_frames.insert(id);
+        }
         self.frames.insert(key, (id, user));
         self.stats.distinct_frames += 1;
         out.push(SiteRow::Frame(row));
         Some((id, user))
+    }
+
+    /// A Python frame's id (`rtl_frame` with its `rtl_python_frame` row): by file, function and
+    /// line; one whose code object was not read, by process and code object.
+    fn intern_python(&mut self, pid: u32, f: &python::Frame, out: &mut Vec<SiteRow>) -> Option<i64> {
+        let key = match &f.info {
+            Some(i) => FrameKey::Python(i.file.as_str().into(), i.function.as_str().into(), i.first_line, f.line),
+            None => FrameKey::PythonUnread(pid, f.code),
+        };
+        if let Some(&(id, _)) = self.frames.get(&key) {
+            return Some(id);
+        }
+        if self.frames.len() >= MAX_FRAMES_TOTAL {
+            self.stats.over_limit += 1;
+            return None;
+        }
+        let id = self.next_frame;
+        self.next_frame += 1;
+        let row = match &f.info {
+            Some(i) => FrameRow {
+                id,
+                module: i.file.clone(),
+                address: f.line.unwrap_or(0).max(0) as u64,
+                symbol: Some(i.function.clone()),
+                symbol_offset: None,
+                runtime: false,
+                python: Some(PythonFrame { line: f.line, first_line: Some(i.first_line) }),
+            },
+            None => FrameRow {
+                id,
+                module: String::new(),
+                address: f.code,
+                symbol: None,
+                symbol_offset: None,
+                runtime: false,
+                python: Some(PythonFrame { line: None, first_line: None }),
+            },
+        };
+        self.frames.insert(key, (id, true));
+        self.stats.distinct_frames += 1;
+        out.push(SiteRow::Frame(row));
+        Some(id)
     }
 
     /// Metadata for the trace.
@@ -280,6 +374,9 @@ impl StackRecorder {
             ("stacks_without_call", s.without_call.to_string()),
             ("stacks_unknown_process", s.unknown_process.to_string()),
         ]
+        .into_iter()
+        .chain(self.python.meta())
+        .collect()
     }
 }
 

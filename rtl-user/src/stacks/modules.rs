@@ -72,7 +72,9 @@ pub fn exec_mappings(pid: u32) -> Result<Vec<FoundMapping>> {
         let Ok(file_offset) = std::str::from_utf8(off).map_err(|_| ()).and_then(|o| u64::from_str_radix(o, 16).map_err(|_| ())) else {
             continue;
         };
-        let map_file = PathBuf::from(format!("/proc/{pid}/map_files/{}", String::from_utf8_lossy(range)));
+        // map_files names its entries without the zero padding `maps` gives addresses below
+        // 2^32 (a non-PIE executable at 0x400000 is `00400000-...` in `maps`, `400000-...` there).
+        let map_file = PathBuf::from(format!("/proc/{pid}/map_files/{start:x}-{end:x}"));
         // The inode behind the mapping (not the path, which may have been replaced since).
         let Ok(md) = std::fs::metadata(&map_file) else { continue };
         if !md.is_file() {
@@ -107,6 +109,8 @@ pub struct Module {
     pub eh_frame_hdr: Option<(Range<u64>, Arc<[u8]>)>,
     syms: Vec<Sym>,
     names: Vec<Box<str>>,
+    /// The CPython interpreter this file holds, if any (Python call sites).
+    pub python: Option<super::python::elf::Interpreter>,
 }
 
 impl Module {
@@ -148,6 +152,7 @@ impl Module {
         let text = file.section_by_name(".text").map(|s| s.address()..s.address().saturating_add(s.size()));
         let got = file.section_by_name(".got").map(|s| s.address()..s.address().saturating_add(s.size()));
         let (eh_frame, eh_frame_hdr) = (bytes(".eh_frame"), bytes(".eh_frame_hdr"));
+        let python = super::python::elf::find(&file, display);
         let mut syms = Vec::new();
         let mut names: Vec<Box<str>> = Vec::new();
         let table = |from_dynamic: bool, syms: &mut Vec<Sym>, names: &mut Vec<Box<str>>| {
@@ -175,7 +180,7 @@ impl Module {
         syms.dedup_by_key(|s| s.start);
         let base = std::path::Path::new(display).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let runtime = is_runtime_library(&base);
-        Ok(Self { key, path: display.to_string(), runtime, loads, text, got, eh_frame, eh_frame_hdr, syms, names })
+        Ok(Self { key, path: display.to_string(), runtime, loads, text, got, eh_frame, eh_frame_hdr, syms, names, python })
     }
 
     /// The load bias of a mapping of this file at `start` from file offset `file_offset`: what

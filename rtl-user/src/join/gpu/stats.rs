@@ -31,8 +31,6 @@ pub struct GpuStats {
     pub barriers_untimed: u64,
     pub other_packets: u64,
     pub copies_untimed: u64,
-    pub graphs_untimed: u64,
-    pub ops_maybe_unrecorded: u64,
 }
 
 impl GpuStats {
@@ -76,8 +74,6 @@ impl GpuJoiner {
             ("agent_barriers_untimed", self.stats.barriers_untimed),
             ("agent_other_packets", self.stats.other_packets),
             ("agent_copies_untimed", self.stats.copies_untimed),
-            ("agent_graphs_untimed", self.stats.graphs_untimed),
-            ("agent_ops_maybe_unrecorded", self.stats.ops_maybe_unrecorded),
         ] {
             out.push(Row::Meta(MetaRow { tag: tag.into(), value: v.to_string() }));
         }
@@ -96,8 +92,6 @@ impl GpuJoiner {
             self.stats.barriers_untimed += c.barriers_untimed;
             self.stats.other_packets += c.other_packets;
             self.stats.copies_untimed += c.copies_untimed;
-            self.stats.graphs_untimed += c.graphs_untimed;
-            self.stats.ops_maybe_unrecorded += c.ops_maybe_unrecorded;
         }
     }
 }

@@ -1,0 +1,138 @@
+//! Python frames at launch-family calls (`--stacks`, issue 17), for processes the collector
+//! described in [`PY_PROCS`] (it found a CPython interpreter mapped there and wrote the
+//! offsets for its version). Nothing is read for any other process: one hash lookup.
+//!
+//! The calling thread's state is found by its `thread_id` (`pthread_self()`, our fs base) in
+//! the main interpreter's thread list (bounded, cached per thread and checked on every use):
+//! not "the GIL holder", since ctypes and extensions release the GIL around foreign calls.
+//! Then the frame chain is followed, one bounded read per frame, and (code object, instruction
+//! word, flags) copied for the collector to name while the process lives.
+
+use aya_ebpf::{
+    helpers::bpf_probe_read_user,
+    macros::map,
+    maps::{HashMap, LruHashMap, PerCpuArray},
+};
+use rtl_common::{
+    counter,
+    python::{PyFrameRaw, PyProc, PyStackHead, PY_FRAMES_MAX, PY_FRAME_WINDOW_MAX, PY_NO_CFRAME, PY_THREADS_MAX},
+    EventKind,
+};
+
+/// tgid -> how to read its interpreter (written by the collector).
+#[map]
+static PY_PROCS: HashMap<u32, PyProc> = HashMap::with_max_entries(4096, 0);
+
+/// pid_tgid -> the thread state found for it last (checked against the thread before use).
+#[map]
+static PY_TSTATES: LruHashMap<u64, u64> = LruHashMap::with_max_entries(16384, 0);
+
+/// A record being assembled, and one frame's bytes (per CPU; too large for the BPF stack).
+#[repr(C)]
+pub struct PyScratch {
+    head: PyStackHead,
+    frames: [PyFrameRaw; PY_FRAMES_MAX],
+    window: [u8; PY_FRAME_WINDOW_MAX as usize + 8],
+}
+
+#[map]
+static PY_SCRATCH: PerCpuArray<PyScratch> = PerCpuArray::with_max_entries(1, 0);
+
+#[inline(always)]
+fn rd(addr: u64) -> Option<u64> {
+    // SAFETY: a checked read of the traced process's memory (a fault is an error).
+    unsafe { bpf_probe_read_user(addr as *const u64) }.ok()
+}
+
+/// The calling thread's Python frames, as a record before its user-stack record; nothing when
+/// the process is not a described Python process.
+#[inline(always)]
+pub fn python_stack(api_id: u32, pid_tgid: u64) {
+    // SAFETY: read-only lookup of a plain value, copied out.
+    let Some(p) = (unsafe { PY_PROCS.get(&((pid_tgid >> 32) as u32)) }).copied() else { return };
+    let me = crate::helpers::fsbase();
+    if me == 0 {
+        return;
+    }
+    let Some(ts) = thread_state(&p, pid_tgid, me) else {
+        crate::helpers::bump(counter::PY_NO_THREAD);
+        return;
+    };
+    let Some(buf) = PY_SCRATCH.get_ptr_mut(0) else { return };
+    let mut frame = rd(ts + p.ts_frame as u64).unwrap_or(0);
+    if p.cframe_current != PY_NO_CFRAME && frame != 0 {
+        frame = rd(frame + p.cframe_current as u64).unwrap_or(0);
+    }
+    let wlen = p.frame_window_len;
+    if wlen == 0 || wlen > PY_FRAME_WINDOW_MAX {
+        return;
+    }
+    let rel = |off: u32| (off.wrapping_sub(p.frame_window) & (PY_FRAME_WINDOW_MAX - 1)) as usize;
+    let (code_at, prev_at, instr_at, flags_at) = (rel(p.frame_code), rel(p.frame_previous), rel(p.frame_instr), rel(p.frame_flags));
+    let mut n = 0usize;
+    let mut truncated = 0u32;
+    // SAFETY: the per-CPU scratch is this program's alone while it runs; every access is
+    // bounded by its arrays (indices masked or checked); user reads are checked.
+    unsafe {
+        let win = (*buf).window.as_mut_ptr();
+        while n < PY_FRAMES_MAX {
+            if frame == 0 {
+                break;
+            }
+            if aya_ebpf::helpers::generated::bpf_probe_read_user(win as *mut _, wlen, (frame + p.frame_window as u64) as *const _) != 0 {
+                truncated = 1;
+                break;
+            }
+            let word = |at: usize| core::ptr::read_unaligned(win.add(at) as *const u64);
+            let Some(f) = (*buf).frames.get_mut(n) else { break };
+            f.code = word(code_at);
+            f.instr = word(instr_at);
+            f.flags = word(flags_at) & 0xffff;
+            frame = word(prev_at);
+            n += 1;
+        }
+        if n == PY_FRAMES_MAX && frame != 0 {
+            truncated = 1;
+        }
+        if n == 0 {
+            return;
+        }
+        (*buf).head =
+            PyStackHead { hdr: crate::helpers::header(EventKind::PythonStack, api_id, pid_tgid), count: n as u32, truncated, tstate: ts };
+        let total = core::mem::size_of::<PyStackHead>() + (n & (PY_FRAMES_MAX * 2 - 1)) * core::mem::size_of::<PyFrameRaw>();
+        if total > core::mem::size_of::<PyStackHead>() + PY_FRAMES_MAX * core::mem::size_of::<PyFrameRaw>() {
+            return;
+        }
+        let bytes = core::slice::from_raw_parts(buf as *const u8, total);
+        if crate::maps::EVENTS.output::<[u8]>(bytes, crate::helpers::wakeup_flags(total)).is_err() {
+            crate::helpers::bump(counter::PY_STACKS_LOST);
+        }
+    }
+}
+
+/// The thread state whose `thread_id` is `me`: the one cached for this thread if it still is,
+/// else found in the main interpreter's list (at most [`PY_THREADS_MAX`] entries).
+#[inline(always)]
+fn thread_state(p: &PyProc, pid_tgid: u64, me: u64) -> Option<u64> {
+    // SAFETY: read-only lookup of a plain value.
+    if let Some(&ts) = unsafe { PY_TSTATES.get(&pid_tgid) } {
+        if rd(ts + p.ts_thread_id as u64) == Some(me) {
+            return Some(ts);
+        }
+    }
+    let interp = rd(p.runtime + p.interp_head as u64)?;
+    let mut ts = rd(interp + p.threads_head as u64)?;
+    let mut i = 0;
+    while i < PY_THREADS_MAX {
+        if ts == 0 {
+            return None;
+        }
+        if rd(ts + p.ts_thread_id as u64) == Some(me) {
+            let _ = PY_TSTATES.insert(&pid_tgid, &ts, 0);
+            return Some(ts);
+        }
+        ts = rd(ts + p.ts_next as u64)?;
+        i += 1;
+    }
+    None
+}

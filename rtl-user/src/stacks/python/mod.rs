@@ -1,0 +1,326 @@
+//! Python call sites: the CPython frames at each launch-family call (`--stacks`), merged with
+//! the native stack at the interpreter's frames.
+//!
+//! Data flow: when a process's mappings are read ([`super::StackRecorder::set_maps`]) and one of
+//! its files holds a CPython interpreter ([`elf`]), its layout ([`versions`]: the interpreter's
+//! own `_Py_DebugOffsets` on 3.13+, else the table) goes to the probe's `PY_PROCS` map
+//! ([`Python::take_map_ops`]). The probe then writes, before each call's user stack, the
+//! thread's Python frames as raw (code object, instruction) words; here they are named while
+//! the process lives ([`memory`]: code objects, their names and line tables ([`linetable`]),
+//! read once per (process, code object)) and split into the runs each evaluation-loop call ran,
+//! which replace that loop's native frames (`_PyEval_EvalFrameDefault`) innermost first.
+
+pub mod elf;
+pub mod linetable;
+pub mod memory;
+pub mod versions;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use rtl_common::python::{PyFrameRaw, PyProc, PyStackHead};
+
+use memory::{CodeInfo, Types};
+use versions::{FrameFlags, Layout};
+
+/// Most code objects remembered (per process and code object) in a trace.
+pub const MAX_CODE_OBJECTS: usize = 1 << 18;
+/// Most Python processes described to the probe at once (the `PY_PROCS` map's size).
+pub const MAX_PROCESSES: usize = 4096;
+
+/// A change to the probe's `PY_PROCS` map.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MapOp {
+    Set(u32, PyProc),
+    Remove(u32),
+}
+
+/// One Python process: its interpreter's layout and where its objects are.
+#[derive(Debug)]
+struct Process {
+    layout: Layout,
+    types: Types,
+    probe: PyProc,
+}
+
+/// One Python frame of a record, named (or not: `info` None when its code object could not be
+/// read, e.g. the process had exited).
+#[derive(Debug, Clone)]
+pub struct Frame {
+    pub code: u64,
+    pub info: Option<Arc<CodeInfo>>,
+    pub line: Option<i64>,
+}
+
+/// Counts recorded in the trace's metadata.
+#[derive(Debug, Default, Clone)]
+pub struct PyStats {
+    pub processes: u64,
+    pub records: u64,
+    pub frames: u64,
+    /// Frames whose code object could not be read (the process had exited, or not a code object).
+    pub unresolved: u64,
+    /// Records whose call's user stack never came (or came for another call).
+    pub unmatched: u64,
+    pub truncated: u64,
+}
+
+pub struct Python {
+    /// Python frames are walked (off: `--no-python-frames`).
+    pub enabled: bool,
+    procs: HashMap<u32, Arc<Process>>,
+    ops: Vec<MapOp>,
+    /// Per thread: the Python frames of the call just entered (api id, frames).
+    pending: HashMap<u64, (u32, Vec<PyFrameRaw>)>,
+    code: HashMap<(u32, u64), Option<Arc<CodeInfo>>>,
+    pub stats: PyStats,
+}
+
+impl Default for Python {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            procs: HashMap::new(),
+            ops: Vec::new(),
+            pending: HashMap::new(),
+            code: HashMap::new(),
+            stats: PyStats::default(),
+        }
+    }
+}
+
+impl Python {
+    /// Process `pid` maps `module` at `start` from file offset `file_offset`: if the module holds
+    /// a CPython interpreter of a known version, the probe is told how to read its frames.
+    pub fn saw_module(&mut self, pid: u32, module: &super::modules::Module, start: u64, file_offset: u64) {
+        let Some(interp) = module.python.filter(|_| self.enabled) else { return };
+        let Some(bias) = module.bias(start, file_offset) else { return };
+        let runtime = interp.runtime.wrapping_add(bias);
+        if self.procs.get(&pid).is_some_and(|p| p.probe.runtime == runtime) {
+            return;
+        }
+        if !self.procs.contains_key(&pid) && self.procs.len() >= MAX_PROCESSES {
+            return;
+        }
+        let mut layout = if interp.version >= (3, 13) {
+            let mut b = vec![0u8; versions::DEBUG_OFFSETS_READ];
+            memory::read(pid, runtime, &mut b).then(|| versions::from_debug_offsets(&b, interp.version)).flatten()
+        } else {
+            None
+        };
+        if layout.is_none() {
+            layout = versions::table(interp.version);
+        }
+        let Some(layout) = layout else { return };
+        let types = Types {
+            code: interp.code_type.wrapping_add(bias),
+            unicode: interp.unicode_type.wrapping_add(bias),
+            bytes: interp.bytes_type.wrapping_add(bias),
+        };
+        let probe = PyProc { runtime, ..layout.probe };
+        self.forget_code(pid);
+        self.procs.insert(pid, Arc::new(Process { layout, types, probe }));
+        self.stats.processes += 1;
+        self.ops.push(MapOp::Set(pid, probe));
+    }
+
+    /// A forked child runs the same interpreter at the same addresses.
+    pub fn fork(&mut self, parent: u32, child: u32) {
+        if let Some(p) = self.procs.get(&parent).cloned() {
+            if self.procs.len() < MAX_PROCESSES {
+                self.ops.push(MapOp::Set(child, p.probe));
+                self.procs.insert(child, p);
+            }
+        }
+    }
+
+    /// The process exited or called exec: its description and code objects go.
+    pub fn forget(&mut self, pid: u32) {
+        if self.procs.remove(&pid).is_some() {
+            self.ops.push(MapOp::Remove(pid));
+        }
+        self.pending.retain(|k, _| (k >> 32) as u32 != pid);
+        self.forget_code(pid);
+    }
+
+    fn forget_code(&mut self, pid: u32) {
+        self.code.retain(|(p, _), _| *p != pid);
+    }
+
+    /// Changes for the probe's map since the last call.
+    pub fn take_map_ops(&mut self) -> Vec<MapOp> {
+        std::mem::take(&mut self.ops)
+    }
+
+    /// A call entered on this thread: frames of an earlier call not taken are dropped.
+    pub fn entered(&mut self, pid_tgid: u64) {
+        if self.pending.remove(&pid_tgid).is_some() {
+            self.stats.unmatched += 1;
+        }
+    }
+
+    /// A Python-frames record: kept until the call's user-stack record comes.
+    pub fn on_record(&mut self, head: &PyStackHead, frames: Vec<PyFrameRaw>) {
+        self.stats.records += 1;
+        if head.truncated != 0 {
+            self.stats.truncated += 1;
+        }
+        if self.pending.insert(head.hdr.pid_tgid, (head.hdr.api_id, frames)).is_some() {
+            self.stats.unmatched += 1;
+        }
+    }
+
+    /// The Python frames of the call whose user stack is being recorded, split into the runs
+    /// of each evaluation-loop call (innermost first), named.
+    pub fn take(&mut self, pid_tgid: u64, api_id: u32) -> Vec<Vec<Frame>> {
+        let Some((api, raw)) = self.pending.remove(&pid_tgid) else { return Vec::new() };
+        if api != api_id {
+            self.stats.unmatched += 1;
+            return Vec::new();
+        }
+        let pid = (pid_tgid >> 32) as u32;
+        let Some(proc_) = self.procs.get(&pid).cloned() else {
+            self.stats.unmatched += 1;
+            return Vec::new();
+        };
+        let mut runs: Vec<Vec<Frame>> = vec![Vec::new()];
+        for f in raw {
+            let lo = (f.flags & 0xff) as u8;
+            let entry = match proc_.layout.flags {
+                FrameFlags::EachFrameEntry => true,
+                FrameFlags::IsEntry => lo != 0,
+                FrameFlags::OwnerCStack => {
+                    // The evaluation loop's entry shim: not a Python frame; it ends a run.
+                    if lo == 3 {
+                        if runs.last().is_some_and(|r| !r.is_empty()) {
+                            runs.push(Vec::new());
+                        }
+                        continue;
+                    }
+                    false
+                }
+            };
+            if let Some(frame) = self.name(pid, &proc_, &f) {
+                self.stats.frames += 1;
+                if let Some(run) = runs.last_mut() {
+                    run.push(frame);
+                }
+            }
+            if entry && runs.last().is_some_and(|r| !r.is_empty()) {
+                runs.push(Vec::new());
+            }
+        }
+        runs.retain(|r| !r.is_empty());
+        runs
+    }
+
+    /// Names one frame; None for a frame that has not started (its instruction before the
+    /// code's first: 3.11's incomplete frames).
+    fn name(&mut self, pid: u32, p: &Process, f: &PyFrameRaw) -> Option<Frame> {
+        let info = match self.code.get(&(pid, f.code)) {
+            Some(i) => i.clone(),
+            None => {
+                let i = memory::code(pid, f.code, &p.layout.code, &p.types).map(Arc::new);
+                if self.code.len() < MAX_CODE_OBJECTS {
+                    self.code.insert((pid, f.code), i.clone());
+                }
+                i
+            }
+        };
+        let Some(info) = info else {
+            self.stats.unresolved += 1;
+            return Some(Frame { code: f.code, info: None, line: None });
+        };
+        let line = if p.layout.code.code_adaptive.is_some() {
+            let off = f.instr.checked_sub(info.first_instr)?;
+            linetable::line_311(&info.linetable, info.first_line, off)
+        } else {
+            // 3.10: `f_lasti`, an int index of code units (-1 before the first).
+            let lasti = f.instr as u32 as i32;
+            if lasti < 0 {
+                return None;
+            }
+            linetable::line_310(&info.linetable, info.first_line, lasti as u64 * 2)
+        };
+        Some(Frame { code: f.code, info: Some(info), line })
+    }
+
+    pub fn meta(&self) -> Vec<(&'static str, String)> {
+        let s = &self.stats;
+        vec![
+            ("python_processes", s.processes.to_string()),
+            ("python_stack_records", s.records.to_string()),
+            ("python_frames", s.frames.to_string()),
+            ("python_frames_unresolved", s.unresolved.to_string()),
+            ("python_stacks_unmatched", s.unmatched.to_string()),
+            ("python_stacks_truncated", s.truncated.to_string()),
+        ]
+    }
+}
+
+/// Is this native function the interpreter's evaluation loop (each call runs one run of
+/// Python frames)?
+pub fn is_eval_loop(symbol: &str) -> bool {
+    symbol == "_PyEval_EvalFrameDefault" || symbol.starts_with("_PyEval_EvalFrameDefault.")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stacks::modules::{exec_mappings, Module};
+    use std::io::{BufRead, Write};
+
+    /// This machine's CPython (Debian 12: 3.11): recognized in its executable, and the table's
+    /// offsets lead from `_PyRuntime` to the main thread's state (its `thread_id` is what the
+    /// interpreter itself reports) and to a code object named by what the interpreter says.
+    #[test]
+    fn the_running_interpreter_is_recognized_and_its_layout_holds() {
+        let py = std::path::Path::new("/usr/bin/python3");
+        assert!(py.exists(), "this test needs CPython at /usr/bin/python3");
+        let script = "import sys, threading\n\
+                      def probe_me():\n    return sys._getframe().f_code\n\
+                      c = probe_me()\n\
+                      print(threading.get_ident(), id(c), c.co_firstlineno, flush=True)\n\
+                      sys.stdin.readline()\n";
+        let mut child = std::process::Command::new(py)
+            .args(["-c", script])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let v: Vec<u64> = line.split_whitespace().map(|x| x.parse().unwrap()).collect();
+        let pid = child.id();
+        let mut py = Python::default();
+        for f in exec_mappings(pid).unwrap() {
+            if let Ok(m) = Module::read(&f.map_file, &f.display) {
+                py.saw_module(pid, &m, f.mapping.range.start, f.mapping.file_offset);
+            }
+        }
+        let ops = py.take_map_ops();
+        let p = py.procs.get(&pid).cloned();
+        let checked = std::panic::catch_unwind(|| {
+            assert_eq!(ops.len(), 1, "one interpreter found: {ops:?}");
+            let p = p.unwrap();
+            let pr = p.probe;
+            let rd = |a: u64| {
+                let mut b = [0u8; 8];
+                assert!(memory::read(pid, a, &mut b), "read at {a:#x}");
+                u64::from_le_bytes(b)
+            };
+            let interp = rd(pr.runtime + u64::from(pr.interp_head));
+            let ts = rd(interp + u64::from(pr.threads_head));
+            assert_eq!(rd(ts + u64::from(pr.ts_thread_id)), v[0], "the main thread's thread_id");
+            let code = memory::code(pid, v[1], &p.layout.code, &p.types).expect("the code object read");
+            assert_eq!((code.function.as_str(), code.first_line), ("probe_me", v[2] as i64));
+            assert_eq!(code.file, "<string>");
+            assert!(memory::code(pid, v[1] + 8, &p.layout.code, &p.types).is_none(), "not a code object");
+        });
+        let _ = child.stdin.take().unwrap().write_all(b"\n");
+        let _ = child.wait();
+        if let Err(e) = checked {
+            std::panic::resume_unwind(e);
+        }
+    }
+}

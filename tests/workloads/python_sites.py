@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""Python call sites (issue 17): HIP calls through ctypes from known Python functions.
+
+Each HIP call is made on a line that also notes, from the interpreter itself, the function
+(`co_qualname`) and line of that call: the ground truth, written to --truth as lines
+"API<TAB>FUNCTION<TAB>LINE<TAB>CALLS". The calls come from a module-level function, a method,
+a closure, a recursion 12 deep, a generator, and a second thread (ctypes releases the GIL
+around each foreign call, so the tracer must find the calling thread's own state).
+
+Usage: python_sites.py --reps N --truth PATH  (libamdhip64.so found through LD_LIBRARY_PATH)
+"""
+
+import argparse
+import collections
+import ctypes
+import sys
+import threading
+
+TRUTH = collections.Counter()
+
+def note(api):
+    caller = sys._getframe(1)
+    TRUTH[(api, caller.f_code.co_qualname, caller.f_lineno)] += 1
+
+class Dim3(ctypes.Structure):
+    _fields_ = [("x", ctypes.c_uint), ("y", ctypes.c_uint), ("z", ctypes.c_uint)]
+
+def load():
+    for name in ("libamdhip64.so", "libamdhip64.so.6", "libamdhip64.so.5"):
+        try:
+            return ctypes.CDLL(name)
+        except OSError:
+            continue
+    sys.exit("python_sites: libamdhip64 not found (set LD_LIBRARY_PATH)")
+
+hip = load()
+hip.__hipRegisterFatBinary.restype = ctypes.POINTER(ctypes.c_void_p)
+hip.__hipRegisterFunction.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p]
+hip.__hipRegisterFunction.argtypes += [ctypes.c_uint] + [ctypes.c_void_p] * 5
+hip.hipLaunchKernel.argtypes = [ctypes.c_void_p, Dim3, Dim3, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+hip.hipMemsetAsync.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t, ctypes.c_void_p]
+hip.hipMemcpyAsync.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
+STUBS = [ctypes.create_string_buffer(16) for _ in range(3)]
+MODULE = hip.__hipRegisterFatBinary(None)
+for i, stub in enumerate(STUBS):
+    name = f"py_kernel_{i}".encode()
+    hip.__hipRegisterFunction(MODULE, ctypes.addressof(stub), name, name, 0, None, None, None, None, None)
+GRID, BLOCK = Dim3(1, 1, 1), Dim3(64, 1, 1)
+
+def check(err):
+    if err != 0:
+        sys.exit(f"python_sites: HIP error {err}")
+
+def plain(dev):
+    check(hip.hipLaunchKernel(ctypes.addressof(STUBS[0]), GRID, BLOCK, None, 0, None)); note("hipLaunchKernel")
+    check(hip.hipMemsetAsync(dev, 0, 256, None)); note("hipMemsetAsync")
+
+class Model:
+    def forward(self, dev, host):
+        check(hip.hipMemcpyAsync(dev, host, 256, 1, None)); note("hipMemcpyAsync")
+        check(hip.hipLaunchKernel(ctypes.addressof(STUBS[1]), GRID, BLOCK, None, 0, None)); note("hipLaunchKernel")
+
+def outer(dev):
+    def inner():
+        check(hip.hipMemsetAsync(dev, 1, 128, None)); note("hipMemsetAsync")
+
+    inner()
+
+def recurse(depth):
+    if depth == 0:
+        check(hip.hipLaunchKernel(ctypes.addressof(STUBS[2]), GRID, BLOCK, None, 0, None)); note("hipLaunchKernel")
+        return
+    recurse(depth - 1)
+
+def generator(n):
+    for _ in range(n):
+        check(hip.hipLaunchKernel(ctypes.addressof(STUBS[0]), GRID, BLOCK, None, 0, None)); note("hipLaunchKernel")
+        yield
+
+def worker(dev, reps):
+    for _ in range(reps):
+        check(hip.hipMemsetAsync(dev, 2, 64, None)); note("hipMemsetAsync")
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--truth", required=True)
+    a = ap.parse_args()
+    dev = ctypes.c_void_p()
+    check(hip.hipMalloc(ctypes.byref(dev), 4096))
+    host = ctypes.create_string_buffer(4096)
+    model = Model()
+    for _ in range(a.reps):
+        plain(dev)
+        model.forward(dev, host)
+        outer(dev)
+        recurse(12)
+    for _ in generator(a.reps):
+        pass
+    t = threading.Thread(target=worker, args=(dev, a.reps))
+    t.start()
+    t.join()
+    check(hip.hipDeviceSynchronize())
+    with open(a.truth, "w") as f:
+        for (api, fn, line), n in sorted(TRUTH.items()):
+            f.write(f"{api}\t{fn}\t{line}\t{n}\n")
+
+if __name__ == "__main__":
+    main()
