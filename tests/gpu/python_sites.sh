@@ -22,9 +22,11 @@ mkdir -p "$OUT"
 rc=0
 for mode in dwarf fp; do
   W=$(mktemp -d)
-  if ! "$BIN" run --quiet --stacks $mode -o "$W/t.db" -- "$PY" tests/workloads/python_sites.py --reps "$REPS" --truth "$W/truth.tsv" \
-      > /dev/null 2> "$W/err" < /dev/null; then
-    echo "$mode: rtl-ebpf run failed:"; tail -5 "$W/err"; rc=1; continue
+  "$BIN" run --quiet --stacks $mode -o "$W/t.db" -- "$PY" tests/workloads/python_sites.py --reps "$REPS" --truth "$W/truth.tsv" \
+    > "$W/out" 2> "$W/err" < /dev/null
+  st=$?
+  if [ $st != 0 ]; then
+    echo "$mode: rtl-ebpf run failed (exit $st):"; tail -5 "$W/out" "$W/err"; rc=1; continue
   fi
   cp "$W/t.db" "$OUT/python_sites_$mode.db"
   "$PY" - "$W/t.db" "$W/truth.tsv" "$mode" <<'EOF' || rc=1
