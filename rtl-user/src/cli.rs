@@ -286,9 +286,10 @@ pub struct TraceOpts {
     #[arg(long, default_value_t = 4096, value_name = "MIB", value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
     pub spool_mb: u64,
 
-    /// Quiet: only the line that says tracing has begun ("N functions probed ..."), warnings,
-    /// errors and, at the end, the trace's path (with what was lost, if anything was): no other
-    /// progress messages, no live status line, no table.
+    /// Quiet: only the line that says tracing has begun ("N functions probed ..."), why it waits
+    /// or stops (a traced process exited, the stop reason, a backlog being written), warnings, errors and, at the
+    /// end, the totals line (rows written, what was lost) and the trace's path: no other progress
+    /// messages, no live status line, no table.
     #[arg(short, long)]
     pub quiet: bool,
 

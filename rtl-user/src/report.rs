@@ -26,14 +26,11 @@ pub fn print_session_summary(o: &Outcome) -> Result<()> {
     Ok(())
 }
 
-/// `-q`: only the totals lines of [`session_summary_text`] (rows written, every kind of loss,
-/// the file), without the table.
+/// `-q`: only the totals lines of [`session_summary_text`] (rows written, every kind of loss or
+/// that nothing was lost, the file), without the table.
 pub fn print_session_totals(o: &Outcome) -> Result<()> {
     let w = session_summary_text(o)?;
-    // The totals line only when it reports a loss; the path always.
-    let lost = o.drops > 0 || w.contains(" abandoned unwritten ");
-    let tail: String =
-        w.lines().filter(|l| (lost && l.contains(" API calls from ")) || l.starts_with("trace: ")).map(|l| format!("{l}\n")).collect();
+    let tail: String = w.lines().filter(|l| l.contains(" API calls from ") || l.starts_with("trace: ")).map(|l| format!("{l}\n")).collect();
     let _ = std::io::stderr().write_all(tail.as_bytes());
     Ok(())
 }

@@ -237,14 +237,16 @@ fn cli_quiet_leaves_out_the_status_and_the_table() {
     assert!(o.status.success(), "{}", text(&o));
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(!e.contains("top APIs by total time") && !e.contains('\x1b'), "-q: no table, no status line:\n{e}");
-    // Quiet: no progress (what was attached, started, stopped); what it says on this run is the
-    // line that says tracing has begun and the trace's path (nothing was lost, nothing went wrong).
-    for progress in ["attached ", "probes removed", "stopping: ", "started `"] {
+    // Quiet: no progress (what was attached, started, removed); what it says on this run is that
+    // tracing has begun, why it stopped, the totals (nothing was lost) and the trace's path.
+    for progress in ["attached ", "probes removed", "started `"] {
         assert!(!e.contains(progress), "-q printed progress ({progress:?}):\n{e}");
     }
     let lines: Vec<&str> = e.lines().collect();
-    assert_eq!(lines.len(), 2, "-q prints the attach line and the path when all went well:\n{e}");
+    assert_eq!(lines.len(), 4, "-q prints the attach line, why it stopped, the totals and the path when all went well:\n{e}");
     assert!(lines[0].contains(" functions probed (entry + return) in "), "{e}");
-    assert_eq!(lines[1], format!("trace: {}", db.display()), "{e}");
+    assert!(lines[1].contains("stopping: "), "{e}");
+    assert!(lines[2].contains(" API calls from ") && lines[2].contains("written"), "{e}");
+    assert_eq!(lines[3], format!("trace: {}", db.display()), "{e}");
     assert!(o.stdout.is_empty());
 }

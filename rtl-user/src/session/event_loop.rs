@@ -154,7 +154,7 @@ async fn event_loop(s: &mut Session, signals: Signals, opts: &TraceOpts) -> Resu
                 }
                 if child.is_some() && child_exit.is_none() {
                     // The command got the same Ctrl-C; stop when it exits.
-                    crate::term::info("interrupted: waiting for the command to exit (Ctrl-C again stops now)");
+                    say("interrupted: waiting for the command to exit (Ctrl-C again stops now)");
                     if tokio::time::timeout(Duration::from_secs(5), sigint.recv()).await.is_ok() {
                         stop_reason = Some("interrupted");
                     }
@@ -186,9 +186,9 @@ async fn event_loop(s: &mut Session, signals: Signals, opts: &TraceOpts) -> Resu
                     }
                     if let Some(w) = watch.as_mut() {
                         for pid in w.newly_exited() {
-                            crate::term::info(&format!("PID {pid} exited"));
+                            say(&format!("PID {pid} exited"));
                             if w.all_exited() && opts.keep_waiting {
-                                crate::term::info("every traced process exited; still tracing (--keep-waiting): Ctrl-C or --duration stops");
+                                say("every traced process exited; still tracing (--keep-waiting): Ctrl-C or --duration stops");
                             }
                         }
                         if w.all_exited() && !opts.keep_waiting {
@@ -240,7 +240,7 @@ async fn event_loop(s: &mut Session, signals: Signals, opts: &TraceOpts) -> Resu
             stopping = Some((reason, Instant::now()));
             let left = spool.backlog();
             if left >= 1 << 20 {
-                crate::term::info(&format!("{reason}: writing the backlog of {} MiB before stopping (Ctrl-C abandons it)", left >> 20));
+                say(&format!("{reason}: writing the backlog of {} MiB before stopping (Ctrl-C abandons it)", left >> 20));
             }
         }
     }
@@ -252,7 +252,7 @@ async fn event_loop(s: &mut Session, signals: Signals, opts: &TraceOpts) -> Resu
     }
     end.drain_s = stopping.map_or(0.0, |(_, at)| at.elapsed().as_secs_f64());
     end.child_exit = child_exit;
-    crate::term::info(&format!("stopping: {}", stopping.map_or("the ring-buffer reader ended", |(r, _)| r)));
+    say(&format!("stopping: {}", stopping.map_or("the ring-buffer reader ended", |(r, _)| r)));
     Ok(end)
 }
 
