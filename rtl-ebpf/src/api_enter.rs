@@ -70,7 +70,7 @@ fn enter(ctx: ProbeContext) -> u32 {
         unsafe {
             (*ev).hdr = header(EventKind::ApiEnterShort, (ck & cookie::API_MASK) as u32, pid_tgid);
             (*ev).args = regs;
-            (*ev).fsbase = fsbase();
+            (*ev).fsbase = fsbase(pid_tgid);
         }
         slot.submit(wakeup_flags(core::mem::size_of::<ApiEnterShort>()));
     }
@@ -112,5 +112,5 @@ pub(crate) unsafe fn fill_enter(ctx: &ProbeContext, regs: &[u64; 6], ev: &mut Ap
             i += 1;
         }
     }
-    ev.fsbase = fsbase();
+    ev.fsbase = fsbase(pid_tgid);
 }

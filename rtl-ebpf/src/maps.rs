@@ -44,6 +44,20 @@ pub(crate) static LOADER_NAMES: Array<LoaderName> = Array::with_max_entries(LOAD
 #[map]
 pub(crate) static LOADER_PATH: PerCpuArray<[u8; 2 * LOADER_PATH_LEN]> = PerCpuArray::with_max_entries(1, 0);
 
+/// The last tgid found in `TRACED` on this CPU: `[(1 << 32) | tgid, config::FILTER_GEN then]`
+/// (`[0, 0]`: none yet). Spares the traced process's calls the hash lookup (see `traced`).
+#[map]
+pub(crate) static TRACED_LAST: PerCpuArray<[u64; 2]> = PerCpuArray::with_max_entries(1, 0);
+
+/// The fs base of the last thread that entered a probed API on this CPU: `[pid_tgid,
+/// THREAD_GEN then, fs base]` (see `helpers::fsbase`).
+#[map]
+pub(crate) static FSBASE_LAST: PerCpuArray<[u64; 3]> = PerCpuArray::with_max_entries(1, 0);
+
+/// The time of the last thread exit or exec (`helpers::next_thread_generation`).
+#[map]
+pub(crate) static THREAD_GEN: Array<u64> = Array::with_max_entries(1, 0);
+
 #[map]
 pub(crate) static CONFIG: Array<u64> = Array::with_max_entries(config::LEN, 0);
 

@@ -157,6 +157,11 @@ impl Probes {
         Ok(me)
     }
 
+    fn config(&self, slot: u32) -> Result<u64> {
+        let cfg: Array<&MapData, u64> = Array::try_from(self.ebpf.map("CONFIG").context("CONFIG map")?)?;
+        cfg.get(&slot, 0).context("reading the CONFIG map")
+    }
+
     fn set_config(&mut self, slot: u32, value: u64) -> Result<()> {
         let mut cfg: Array<&mut MapData, u64> = Array::try_from(self.ebpf.map_mut("CONFIG").context("CONFIG map")?)?;
         cfg.set(slot, &value, 0).context("writing the CONFIG map")?;
@@ -308,6 +313,9 @@ impl Probes {
         for k in keys {
             let _ = m.remove(&k);
         }
+        // The programs trust a tgid they remember finding only within one removal generation.
+        let gen = self.config(config::FILTER_GEN)?;
+        self.set_config(config::FILTER_GEN, gen.wrapping_add(1))?;
         Ok(())
     }
 
