@@ -321,7 +321,10 @@ pub mod config {
     /// per CPU, the last tgid it found in `TRACED` and the generation it found it in, and skips
     /// the hash lookup while both still match (see the eBPF side's `traced`).
     pub const FILTER_GEN: u32 = 21;
-    pub const LEN: u32 = 22;
+    /// Byte offset of `vm_end` in `struct vm_area_struct` (from kernel BTF); 0: unknown (then a
+    /// stack copy is read page by page until a page fails, instead of to the mapping's end).
+    pub const VMA_END_OFF: u32 = 22;
+    pub const LEN: u32 = 23;
 }
 
 /// Slots of the per-CPU `COUNTERS` array map.
