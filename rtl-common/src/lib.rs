@@ -316,7 +316,15 @@ pub mod config {
     pub const STACK_MODE: u32 = 19;
     /// Bytes of user stack to copy (mode copy), at most [`STACK_COPY_MAX`](super::STACK_COPY_MAX).
     pub const STACK_BYTES: u32 = 20;
-    pub const LEN: u32 = 21;
+    /// Generation of the `TRACED` map's removals: the collector increments it after it removes
+    /// tgids (it is the only remover and the only writer of this slot). A program remembers,
+    /// per CPU, the last tgid it found in `TRACED` and the generation it found it in, and skips
+    /// the hash lookup while both still match (see the eBPF side's `traced`).
+    pub const FILTER_GEN: u32 = 21;
+    /// Byte offset of `vm_end` in `struct vm_area_struct` (from kernel BTF); 0: unknown (then a
+    /// stack copy is read page by page until a page fails, instead of to the mapping's end).
+    pub const VMA_END_OFF: u32 = 22;
+    pub const LEN: u32 = 23;
 }
 
 /// Slots of the per-CPU `COUNTERS` array map.

@@ -70,7 +70,7 @@ fn enter(ctx: ProbeContext) -> u32 {
         unsafe {
             (*ev).hdr = header(EventKind::ApiEnterShort, (ck & cookie::API_MASK) as u32, pid_tgid);
             (*ev).args = regs;
-            (*ev).fsbase = fsbase();
+            (*ev).fsbase = fsbase(pid_tgid);
         }
         slot.submit(wakeup_flags(core::mem::size_of::<ApiEnterShort>()));
     }
@@ -99,18 +99,32 @@ pub(crate) unsafe fn fill_enter(ctx: &ProbeContext, regs: &[u64; 6], ev: &mut Ap
         // At function entry rsp points at the return address; argument 7 is at rsp + 8.
         // SAFETY: the caller's promise: `ctx` is the uprobe's context, its registers live.
         let rsp = unsafe { (*ctx.regs).rsp };
-        let mut i = 0;
-        while i < MAX_STACK_ARGS {
-            if i >= stack_words {
-                break;
+        let n = if stack_words > MAX_STACK_ARGS { MAX_STACK_ARGS } else { stack_words };
+        // All the words in one read (one helper call, not one per word).
+        // SAFETY: the destination is `n` (<= MAX_STACK_ARGS) words inside `args`; the user read
+        // is checked.
+        let whole = unsafe {
+            aya_ebpf::helpers::generated::bpf_probe_read_user(
+                ev.args.as_mut_ptr().add(6) as *mut core::ffi::c_void,
+                (8 * n) as u32,
+                (rsp + 8) as *const core::ffi::c_void,
+            )
+        };
+        if whole != 0 {
+            // One word unreadable (the read failed whole): each word on its own, as far as it goes.
+            let mut i = 0;
+            while i < MAX_STACK_ARGS {
+                if i >= n {
+                    break;
+                }
+                let p = (rsp + 8 + 8 * i as u64) as *const u64;
+                if let Some(slot) = ev.args.get_mut(6 + i) {
+                    // SAFETY: a checked read of the traced process's memory (a fault reads as 0).
+                    *slot = unsafe { bpf_probe_read_user(p) }.unwrap_or(0);
+                }
+                i += 1;
             }
-            let p = (rsp + 8 + 8 * i as u64) as *const u64;
-            if let Some(slot) = ev.args.get_mut(6 + i) {
-                // SAFETY: a checked read of the traced process's memory (a fault reads as 0).
-                *slot = unsafe { bpf_probe_read_user(p) }.unwrap_or(0);
-            }
-            i += 1;
         }
     }
-    ev.fsbase = fsbase();
+    ev.fsbase = fsbase(pid_tgid);
 }

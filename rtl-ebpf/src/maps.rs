@@ -4,9 +4,7 @@ use aya_ebpf::{
     macros::map,
     maps::{Array, HashMap, LruHashMap, PerCpuArray, RingBuf},
 };
-use rtl_common::{
-    config, counter, LoaderName, LoaderTail, UserStackHead, LOADER_NAMES_MAX, LOADER_PATH_LEN, RINGBUF_BYTES, STACK_COPY_MAX,
-};
+use rtl_common::{config, counter, LoaderName, LoaderTail, LOADER_NAMES_MAX, LOADER_PATH_LEN, RINGBUF_BYTES};
 
 #[map]
 pub(crate) static EVENTS: RingBuf = RingBuf::with_byte_size(RINGBUF_BYTES, 0);
@@ -44,20 +42,27 @@ pub(crate) static LOADER_NAMES: Array<LoaderName> = Array::with_max_entries(LOAD
 #[map]
 pub(crate) static LOADER_PATH: PerCpuArray<[u8; 2 * LOADER_PATH_LEN]> = PerCpuArray::with_max_entries(1, 0);
 
+/// The last tgid found in `TRACED` on this CPU: `[(1 << 32) | tgid, config::FILTER_GEN then]`
+/// (`[0, 0]`: none yet). Spares the traced process's calls the hash lookup (see `traced`).
+#[map]
+pub(crate) static TRACED_LAST: PerCpuArray<[u64; 2]> = PerCpuArray::with_max_entries(1, 0);
+
+/// The fs base of the last thread that entered a probed API on this CPU: `[pid_tgid,
+/// THREAD_GEN then, fs base]` (see `helpers::fsbase`).
+#[map]
+pub(crate) static FSBASE_LAST: PerCpuArray<[u64; 3]> = PerCpuArray::with_max_entries(1, 0);
+
+/// The end of the stack mapping of the last thread that copied its stack on this CPU:
+/// `[pid_tgid, THREAD_GEN then, vm_end]` (see `stacks::stack_end`).
+#[map]
+pub(crate) static STACK_END_LAST: PerCpuArray<[u64; 3]> = PerCpuArray::with_max_entries(1, 0);
+
+/// The time of the last thread exit or exec (`helpers::next_thread_generation`).
+#[map]
+pub(crate) static THREAD_GEN: Array<u64> = Array::with_max_entries(1, 0);
+
 #[map]
 pub(crate) static CONFIG: Array<u64> = Array::with_max_entries(config::LEN, 0);
 
 #[map]
 pub(crate) static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(counter::LEN, 0);
-
-/// A user-stack record being assembled (one per CPU; too large for the BPF stack): the head, then
-/// the data. One page more than [`STACK_COPY_MAX`] so that a copy of at most a page starting
-/// below it always fits (the verifier checks each copy against the buffer, not their sum).
-#[repr(C)]
-pub struct StackScratch {
-    pub(crate) head: UserStackHead,
-    pub(crate) data: [u8; STACK_COPY_MAX + 4096],
-}
-
-#[map]
-pub(crate) static STACK_SCRATCH: PerCpuArray<StackScratch> = PerCpuArray::with_max_entries(1, 0);

@@ -50,7 +50,7 @@ fn rd(addr: u64) -> Option<u64> {
 pub fn python_stack(api_id: u32, pid_tgid: u64) {
     // SAFETY: read-only lookup of a plain value, copied out.
     let Some(p) = (unsafe { PY_PROCS.get(&((pid_tgid >> 32) as u32)) }).copied() else { return };
-    let me = crate::helpers::fsbase();
+    let me = crate::helpers::fsbase(pid_tgid);
     if me == 0 {
         return;
     }

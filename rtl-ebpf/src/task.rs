@@ -8,7 +8,7 @@ use aya_ebpf::{
 use rtl_common::{config, counter, EventKind, ExecEvent, TaskEvent, EXEC_ARGS_LEN};
 
 use crate::{
-    helpers::{bump, cfg, header, traced},
+    helpers::{bump, cfg, header, next_thread_generation, traced},
     maps::{EVENTS, LOADER_TAILS, TRACED},
 };
 
@@ -90,6 +90,8 @@ pub fn task_fork(ctx: RawTracePointContext) -> u32 {
 /// one leaves its field empty.
 #[raw_tracepoint(tracepoint = "sched_process_exec")]
 pub fn task_exec(ctx: RawTracePointContext) -> u32 {
+    // Every exec, traced or not: a new image has new TLS (its fs base).
+    next_thread_generation();
     let pid_tgid = bpf_get_current_pid_tgid();
     if !traced((pid_tgid >> 32) as u32) {
         return 0;
@@ -185,6 +187,8 @@ fn killed_by_exec() -> bool {
 /// sched_process_exit (raw tracepoint). Fires for every exiting thread.
 #[raw_tracepoint(tracepoint = "sched_process_exit")]
 pub fn task_exit(_ctx: RawTracePointContext) -> u32 {
+    // Every exit, traced or not: its thread id may come back as another thread.
+    next_thread_generation();
     let pid_tgid = bpf_get_current_pid_tgid();
     if traced((pid_tgid >> 32) as u32) {
         let kind = if killed_by_exec() { EventKind::ExecKill } else { EventKind::ThreadExit };

@@ -20,6 +20,11 @@ int main(int argc, char **argv) {
     long n = argc > 1 ? atol(argv[1]) : 200000;
     int counter = 0;
     struct timespec t0, t1;
+    /* PROBE_DRIVER_WAIT set: wait for a line on stdin first (a tracer attaches to this pid). */
+    if (getenv("PROBE_DRIVER_WAIT")) {
+        char line[16];
+        if (!fgets(line, sizeof line, stdin)) return 2;
+    }
     clock_gettime(CLOCK_MONOTONIC, &t0);
     int launch = argc > 2 && argv[2][0] == 'l';
     if (launch)

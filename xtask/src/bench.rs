@@ -154,6 +154,35 @@ pub(crate) fn bench_target() -> Result<(PathBuf, PathBuf)> {
     Ok((lib, drv))
 }
 
+/// The driver started and held until its process has been attached to: `f(pid)` attaches (and
+/// returns what it needs to stop the tracer), then a line on stdin starts the calls. ns per call.
+fn driver_ns_attached<T>(drv: &Path, calls: u64, f: impl FnOnce(u32) -> Result<T>) -> Result<(f64, T)> {
+    let mut d = Command::new("taskset")
+        .args(["-c", WORKLOAD_CPU])
+        .arg(drv)
+        .arg(calls.to_string())
+        .env("PROBE_DRIVER_WAIT", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .context("starting probe_driver")?;
+    let attached = f(d.id());
+    use std::io::Write as _;
+    let mut stdin = d.stdin.take().context("driver stdin")?;
+    let _ = stdin.write_all(b"go\n");
+    drop(stdin);
+    let out = d.wait_with_output()?;
+    let t = attached?;
+    let out = String::from_utf8_lossy(&out.stdout).to_string();
+    let ns = out
+        .split("\"ns_per_call\":")
+        .nth(1)
+        .and_then(|s| s.split(',').next())
+        .and_then(|s| s.trim().parse().ok())
+        .context("probe_driver printed no ns_per_call")?;
+    Ok((ns, t))
+}
+
 fn driver_ns(drv: &Path, calls: u64) -> Result<f64> {
     let out = cmd("taskset").args(["-c", WORKLOAD_CPU]).arg(drv).arg(calls.to_string()).output()?;
     out.split("\"ns_per_call\":")
@@ -226,6 +255,7 @@ fn probe_cost() -> Result<()> {
     cmd("sysctl").args(["-q", "-w", "kernel.bpf_stats_enabled=1"]).run()?;
     let (mut none, mut count_only, mut ours) = (Vec::new(), Vec::new(), Vec::new());
     let (mut prog_count, mut prog_ours) = (Vec::new(), Vec::new());
+    let (mut ours_fs, mut prog_fs, mut ours_pid, mut prog_pid) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let db = root().join("target/bench/probe-cost.db");
     let result = (|| -> Result<()> {
         for _ in 0..rounds {
@@ -253,6 +283,36 @@ fn probe_cost() -> Result<()> {
             prog_ours.push(t as f64 / n.max(1) as f64 * 2.0);
             stop(&mut c)?;
             time_until_unloaded(&ids, Instant::now(), Duration::from_secs(180))?;
+
+            // The same with a GPU source named: the entry probe also reads the thread's fs base.
+            let mut ro = Command::new("taskset");
+            ro.args(["-c", TRACER_CPU]).arg(bin());
+            ro.args(["--all", "--apis", "hipBenchTarget", "--lib", &lib_s, "--gpu", "clr", "--quiet", "--force", "-o"]).arg(&db);
+            let mut c = start_until(ro, "functions probed", false)?;
+            let ids = prog_ids_of(c.id());
+            std::thread::sleep(Duration::from_millis(300));
+            ours_fs.push(driver_ns(&drv, calls)?);
+            let (t, n) = prog_stats_of(&ids, &["api_enter", "api_exit"])?;
+            prog_fs.push(t as f64 / n.max(1) as f64 * 2.0);
+            stop(&mut c)?;
+            time_until_unloaded(&ids, Instant::now(), Duration::from_secs(180))?;
+
+            // `attach --pid`: only the driver is traced (the process filter of `run` and `attach`).
+            let (w, (mut c, ids)) = driver_ns_attached(&drv, calls, |pid| {
+                let mut ro = Command::new("taskset");
+                ro.args(["-c", TRACER_CPU]).arg(bin());
+                ro.args(["attach", "--pid", &pid.to_string(), "--apis", "hipBenchTarget", "--lib", &lib_s, "--gpu", "none", "--quiet"]);
+                ro.args(["--force", "--keep-waiting", "-o"]).arg(&db);
+                let c = start_until(ro, "functions probed", false)?;
+                let ids = prog_ids_of(c.id());
+                std::thread::sleep(Duration::from_millis(300));
+                Ok((c, ids))
+            })?;
+            ours_pid.push(w);
+            let (t, n) = prog_stats_of(&ids, &["api_enter", "api_exit"])?;
+            prog_pid.push(t as f64 / n.max(1) as f64 * 2.0);
+            stop(&mut c)?;
+            time_until_unloaded(&ids, Instant::now(), Duration::from_secs(180))?;
         }
         Ok(())
     })();
@@ -265,6 +325,9 @@ fn probe_cost() -> Result<()> {
     println!("  no probe                       {n:>9.1}");
     println!("  count-only uprobe+uretprobe    {b:>9.1}   {pb:>7.1}   (bpftrace, +{:.1} wall)", b - n);
     println!("  rtl-ebpf                       {o:>9.1}   {po:>7.1}   (+{:.1} wall)", o - n);
+    let (of, pf, op, pp) = (median(&mut ours_fs), median(&mut prog_fs), median(&mut ours_pid), median(&mut prog_pid));
+    println!("  rtl-ebpf --gpu clr (fs base)   {of:>9.1}   {pf:>7.1}   (+{:.1} wall)", of - n);
+    println!("  rtl-ebpf attach --pid          {op:>9.1}   {pp:>7.1}   (+{:.1} wall; the process filter)", op - n);
     let trap = (b - n - pb).max(0.0);
     println!("  added cost ratio rtl-ebpf / count-only, wall clock:            {:.3}", (o - n) / (b - n));
     println!("  added cost ratio from the trap ({trap:.0} ns) + program times:   {:.3} (target <= 1.15)", (trap + po) / (trap + pb));

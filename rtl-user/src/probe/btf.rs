@@ -194,6 +194,12 @@ pub fn fsbase_offset() -> Result<u64> {
 }
 
 /// Offsets of `task_struct.pid` and `task_struct.tgid`: the fork probe reads the child's.
+/// Byte offset of `vm_end` in `struct vm_area_struct`: the stack probe copies up to the end of
+/// the stack's mapping (`bpf_find_vma`) instead of reading until a page fails.
+pub fn vma_end_offset() -> Result<u64> {
+    Btf::kernel()?.member_offset("vm_area_struct", "vm_end")
+}
+
 pub fn task_pid_offsets() -> Result<(u64, u64)> {
     let btf = Btf::kernel()?;
     Ok((btf.member_offset("task_struct", "pid")?, btf.member_offset("task_struct", "tgid")?))

@@ -108,6 +108,10 @@ impl Probes {
         };
         me.set_config(config::STACK_MODE, opts.stack_mode as u64)?;
         me.set_config(config::STACK_BYTES, opts.stack_bytes.min(rtl_common::STACK_COPY_MAX as u32) as u64)?;
+        if opts.stack_mode == rtl_common::STACK_MODE_COPY {
+            // Without it stacks are still copied, page by page until one fails (slower).
+            me.set_config(config::VMA_END_OFF, super::btf::vma_end_offset().unwrap_or(0))?;
+        }
         let (pid_off, tgid_off) = super::btf::task_pid_offsets().context("following forks needs kernel BTF (/sys/kernel/btf/vmlinux)")?;
         me.set_config(config::TRACE_ALL, opts.trace_all as u64)?;
         me.set_config(config::FOLLOW_FORKS, opts.follow_forks as u64)?;
@@ -155,6 +159,11 @@ impl Probes {
         }
         me.timings.config_ms = ms(t);
         Ok(me)
+    }
+
+    fn config(&self, slot: u32) -> Result<u64> {
+        let cfg: Array<&MapData, u64> = Array::try_from(self.ebpf.map("CONFIG").context("CONFIG map")?)?;
+        cfg.get(&slot, 0).context("reading the CONFIG map")
     }
 
     fn set_config(&mut self, slot: u32, value: u64) -> Result<()> {
@@ -308,6 +317,9 @@ impl Probes {
         for k in keys {
             let _ = m.remove(&k);
         }
+        // The programs trust a tgid they remember finding only within one removal generation.
+        let gen = self.config(config::FILTER_GEN)?;
+        self.set_config(config::FILTER_GEN, gen.wrapping_add(1))?;
         Ok(())
     }
 
