@@ -32,7 +32,7 @@ impl LinkKind {
     }
 
     /// The eBPF program that serves `role` ("api_enter", "api_exit", "agent_publish") for links
-    /// of this kind: the object holds each program once per kind (rtl-ebpf/src/main.rs).
+    /// of this kind: the object holds each program once per kind (rtl-ebpf/src/api_enter.rs, ...).
     pub(super) fn program(self, role: &str) -> String {
         match self {
             Self::Multi => role.to_string(),
