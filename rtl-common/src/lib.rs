@@ -169,6 +169,15 @@ pub struct TaskEvent {
     pub _pad: u32,
 }
 
+/// A traced process's thread exited ([`EventKind::ThreadExit`]), with the name it had then.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ThreadExitEvent {
+    pub hdr: EventHeader,
+    /// The thread's name (`comm`, NUL-terminated unless 16 bytes long: TASK_COMM_LEN).
+    pub comm: [u8; 16],
+}
+
 /// Longest executable path kept from an exec (bytes, including the terminating NUL).
 pub const EXEC_PATH_LEN: usize = 256;
 /// Most bytes of an exec's command line kept (its NUL-separated argument strings).

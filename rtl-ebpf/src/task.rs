@@ -1,11 +1,13 @@
 //! Task lifecycles of traced processes (fork, exec, exit), from raw tracepoints.
 
 use aya_ebpf::{
-    helpers::{bpf_get_current_pid_tgid, bpf_get_current_task, bpf_probe_read_kernel, bpf_probe_read_kernel_str_bytes},
+    helpers::{
+        bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_get_current_task, bpf_probe_read_kernel, bpf_probe_read_kernel_str_bytes,
+    },
     macros::raw_tracepoint,
     programs::RawTracePointContext,
 };
-use rtl_common::{config, counter, EventKind, ExecEvent, TaskEvent, EXEC_ARGS_LEN};
+use rtl_common::{config, counter, EventKind, ExecEvent, TaskEvent, ThreadExitEvent, EXEC_ARGS_LEN};
 
 use crate::{
     helpers::{bump, cfg, header, next_thread_generation, traced},
@@ -191,8 +193,28 @@ pub fn task_exit(_ctx: RawTracePointContext) -> u32 {
     next_thread_generation();
     let pid_tgid = bpf_get_current_pid_tgid();
     if traced((pid_tgid >> 32) as u32) {
-        let kind = if killed_by_exec() { EventKind::ExecKill } else { EventKind::ThreadExit };
-        task_event(kind, pid_tgid, 0);
+        if killed_by_exec() {
+            task_event(EventKind::ExecKill, pid_tgid, 0);
+        } else {
+            thread_exit_event(pid_tgid);
+        }
     }
     0
+}
+
+/// A traced thread's exit, with its name at that moment (the trace's `rtl_thread`).
+#[inline(always)]
+fn thread_exit_event(pid_tgid: u64) {
+    if let Some(mut slot) = EVENTS.reserve::<ThreadExitEvent>(0) {
+        let ev = slot.as_mut_ptr();
+        // SAFETY: exclusively owned reserved slot.
+        unsafe {
+            (*ev).hdr = header(EventKind::ThreadExit, 0, pid_tgid);
+            (*ev).comm = bpf_get_current_comm().unwrap_or([0; 16]);
+        }
+        const BPF_RB_FORCE_WAKEUP: u64 = 2;
+        slot.submit(BPF_RB_FORCE_WAKEUP);
+    } else {
+        bump(counter::RINGBUF_DROPS);
+    }
 }

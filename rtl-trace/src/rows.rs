@@ -134,6 +134,14 @@ pub struct ProcessRow {
     pub exited: bool,
 }
 
+/// `rtl_thread`: a thread's name (`comm`), read when the collector first saw it call.
+#[derive(Debug, Clone, Default)]
+pub struct ThreadRow {
+    pub pid: u32,
+    pub tid: u32,
+    pub comm: String,
+}
+
 /// A `rocpd_metadata` entry (replaces an earlier value of the same tag).
 #[derive(Debug, Clone)]
 pub struct MetaRow {
@@ -150,6 +158,7 @@ pub enum Row {
     Copy(CopyRow),
     Op(OpRow),
     Process(ProcessRow),
+    Thread(ThreadRow),
     Meta(MetaRow),
     /// Call sites and captures (`stacks/`).
     Site(crate::sites::SiteRow),

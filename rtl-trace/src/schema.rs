@@ -14,7 +14,8 @@ pub const RPD_SCHEMA_VERSION: &str = "3";
 /// 4: `rtl_op.pid` (the process that published the op, as the probe saw it).
 /// 5: call sites (`rtl_frame`, `rtl_stack`, `rtl_stack_frame`, `rtl_api_stack`) and graph
 ///    captures (`rtl_capture`, `rtl_capture_call`, `rtl_graph_launch`, `rtl_op_site`).
-pub const RTL_SCHEMA_VERSION: i64 = 5;
+/// 6: Python frames (`rtl_python_frame`) and thread names (`rtl_thread`).
+pub const RTL_SCHEMA_VERSION: i64 = 6;
 
 /// Tables. Written so that running it on an existing file is harmless (IF NOT EXISTS).
 pub const TABLES: &str = r#"
@@ -92,6 +93,10 @@ CREATE TABLE IF NOT EXISTS rtl_op (
 CREATE TABLE IF NOT EXISTS rtl_process (
     pid INTEGER PRIMARY KEY, ppid INTEGER, exe TEXT, cmdline TEXT,
     first_ns INTEGER, last_ns INTEGER, exited INTEGER NOT NULL DEFAULT 0);
+-- Threads that made traced calls: the name the kernel gave the thread (comm, at most 15
+-- bytes, as the thread set it: pthread_setname_np / prctl) when the collector first saw it call.
+CREATE TABLE IF NOT EXISTS rtl_thread (
+    pid INTEGER NOT NULL, tid INTEGER NOT NULL, comm TEXT NOT NULL, PRIMARY KEY (pid, tid));
 -- Call sites (--stacks; docs/trace-format.md). One row per distinct frame: a code address in a
 -- file (module, its ELF address) or, outside any known mapping, an absolute address (module '').
 --   symbol: the demangled function (NULL: none covers it); runtime: 1 in a GPU runtime library

@@ -410,6 +410,10 @@ impl TraceWriter {
                                 )?
                                 .execute(params![p.pid, p.ppid, p.exe, p.cmdline, p.first_ns as i64, p.last_ns as i64, p.exited])?;
                             }
+                            Row::Thread(t) => {
+                                tx.prepare_cached("INSERT OR REPLACE INTO rtl_thread (pid, tid, comm) VALUES (?1, ?2, ?3)")?
+                                    .execute(params![t.pid, t.tid, t.comm])?;
+                            }
                             Row::Meta(m) => {
                                 tx.prepare_cached("DELETE FROM rocpd_metadata WHERE tag = ?1")?.execute(params![m.tag])?;
                                 tx.prepare_cached("INSERT INTO rocpd_metadata (tag, value) VALUES (?1, ?2)")?

@@ -159,8 +159,11 @@ const FILE_ID_COLS: &[&str] = &["dev", "inode"];
 // which depends on the page cache, not on the collector.
 // events_decoded / spool_records: one more when a string was read at return. agent_batches: when
 // the agent flushes is timing. fsbase_offset and ringbuf_drops_per_cpu: this kernel's layout and
-// this machine's CPU count.
+// this machine's CPU count. threads_named / threads_unnamed: whether the thread was still there
+// when its first call was decoded (threads_named_at_exit follows from the exit record).
 const MEASURED_META: &[&str] = &[
+    "threads_named",
+    "threads_unnamed",
     "collector_peak_rss_kb",
     "spool_peak_bytes",
     "strings_read_at_return",

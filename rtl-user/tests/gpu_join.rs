@@ -190,7 +190,27 @@ fn storm(name: &str, args: &[&str], sim_env: &[(&str, &str)], threads: usize, ro
     cmd.extend_from_slice(args);
     let mut env = vec![("ROCM_SIM_TRUTH_BUFFER", "65536"), ("ROCM_SIM_PROFILER_JITTER_NS", "2000")];
     env.extend_from_slice(sim_env);
-    let (n, right, groups, _d) = check_join_groups(name, &cmd, &env);
+    let (n, right, groups, d) = check_join_groups(name, &cmd, &env);
+    // Every calling thread has its own name in rtl_thread: "storm-wN" for the workers (their
+    // pthread_setname_np), the executable's for a main thread.
+    let c = rusqlite::Connection::open(d.path().join("t.db")).unwrap();
+    let callers: Vec<(i64, i64, Option<String>)> = c
+        .prepare("SELECT DISTINCT a.pid, a.tid, t.comm FROM rocpd_api a LEFT JOIN rtl_thread t ON t.pid = a.pid AND t.tid = a.tid")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let workers = callers.iter().filter(|(p, t, _)| p != t).count();
+    assert_eq!(workers, 2 * threads * waves, "{name}: worker threads calling");
+    for (pid, tid, comm) in &callers {
+        let comm = comm.as_deref().unwrap_or_else(|| panic!("{name}: thread {pid}/{tid} has no rtl_thread name"));
+        if pid == tid {
+            assert_eq!(comm, "launch_storm", "{name}: main thread {pid}");
+        } else {
+            assert!(comm.starts_with("storm-w") && comm[7..].parse::<usize>().is_ok(), "{name}: worker {pid}/{tid}: {comm:?}");
+        }
+    }
     // Exact counts: 2 processes (the parent and its forked child).
     assert_eq!(n, 2 * (threads * waves * rounds * 4 + graph_ops), "{name}: GPU ops in the truth");
     assert_eq!(right, n, "{name}: every op linked to its call");

@@ -68,6 +68,10 @@ static void *worker(void *p)
 {
     const int t = (int)(intptr_t)p;
     wl_set_thread(t);
+    // Named as serving frameworks name their threads (the trace's rtl_thread shows it).
+    char name[16];
+    snprintf(name, sizeof name, "storm-w%d", t);
+    pthread_setname_np(pthread_self(), name);
     hipStream_t s = nullptr, s2 = nullptr;
     float *d = nullptr;
     float *h = nullptr;

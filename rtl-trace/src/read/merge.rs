@@ -43,10 +43,12 @@ pub const MERGED_TABLES: &[&str] = &[
     "rtl_api",
     "rtl_op",
     "rtl_process",
+    "rtl_thread",
     "rtl_library",
     "rtl_frame",
     "rtl_stack",
     "rtl_stack_frame",
+    "rtl_python_frame",
     "rtl_api_stack",
     "rtl_capture",
     "rtl_capture_call",
@@ -343,6 +345,11 @@ pub fn merge(inputs: &[PathBuf], facts: ApiFacts, out: &Path, out_host_tag: bool
                         .into(),
                 )?;
                 named(
+                    "INSERT INTO main.rtl_python_frame (frame_id, line, first_line)
+                       SELECT frame_id + :foff, line, first_line FROM src.rtl_python_frame"
+                        .into(),
+                )?;
+                named(
                     "INSERT INTO main.rtl_api_stack (api_id, stack_id) SELECT api_id + :aoff, stack_id + :soff FROM src.rtl_api_stack"
                         .into(),
                 )?;
@@ -365,6 +372,10 @@ pub fn merge(inputs: &[PathBuf], facts: ApiFacts, out: &Path, out_host_tag: bool
                          last_ns = max(coalesce(last_ns, excluded.last_ns), coalesce(excluded.last_ns, last_ns)),
                          exited = max(exited, excluded.exited),
                          exe = coalesce(exe, excluded.exe), cmdline = coalesce(cmdline, excluded.cmdline)"
+                        .into(),
+                )?;
+                named(
+                    "INSERT OR REPLACE INTO main.rtl_thread (pid, tid, comm) SELECT pid + :poff, tid + :poff, comm FROM src.rtl_thread"
                         .into(),
                 )?;
                 let combined = count(&c, "src.rtl_process")? - (count(&c, "main.rtl_process")? - procs_before);

@@ -1,7 +1,9 @@
 //! Ring-buffer records -> typed events. Every record is length-checked before it is read;
 //! a record of unknown kind or wrong size is counted, never trusted.
 
-use rtl_common::{AgentBatch, ApiEnter, ApiEnterShort, ApiExit, EventHeader, EventKind, ExecEvent, StringEnter, StringLate, TaskEvent};
+use rtl_common::{
+    AgentBatch, ApiEnter, ApiEnterShort, ApiExit, EventHeader, EventKind, ExecEvent, StringEnter, StringLate, TaskEvent, ThreadExitEvent,
+};
 
 /// One decoded ring-buffer record.
 #[derive(Debug, Clone)]
@@ -12,7 +14,8 @@ pub enum Event {
     /// The string argument of the open call `hdr.api_id` on `hdr.pid_tgid`, read at its return.
     StringLate(EventHeader, String),
     Exit(ApiExit),
-    ThreadExit(EventHeader),
+    /// A thread exited, with its name then (`comm`).
+    ThreadExit(EventHeader, String),
     /// A thread killed by another thread's exec.
     ExecKill(EventHeader),
     /// An exec, with what the kernel read of the new image.
@@ -80,7 +83,10 @@ pub fn decode(b: &[u8]) -> Result<Event, DecodeError> {
             Event::StringLate(s.hdr, c_text(&s.text))
         }
         EventKind::ApiExit => Event::Exit(read(b).ok_or_else(wrong)?),
-        EventKind::ThreadExit => Event::ThreadExit(hdr),
+        EventKind::ThreadExit => {
+            let e: ThreadExitEvent = read(b).ok_or_else(wrong)?;
+            Event::ThreadExit(e.hdr, c_text(&e.comm))
+        }
         EventKind::ExecKill => Event::ExecKill(hdr),
         // Only ever in the LOADER_EVENTS buffer (collect/loader_stops.rs), never in EVENTS.
         EventKind::LoaderStop => return Err(DecodeError::UnknownKind(hdr.kind)),

@@ -26,7 +26,7 @@ use crate::collect::decode::Event;
 use crate::probe::apis::{ApiSpec, Decode, KernelNaming};
 use crate::probe::selection::ProbeTable;
 use calls::{Call, CallPairer};
-use rows::{ApiMeaningRow, ApiRow, CallStatus, ProcessRow, Row};
+use rows::{ApiMeaningRow, ApiRow, CallStatus, ProcessRow, Row, ThreadRow};
 
 /// Counts the joiner keeps for the status line and the trace metadata.
 #[derive(Debug, Default, Clone)]
@@ -198,13 +198,19 @@ impl Joiner {
                 self.emit(&mut calls, out);
                 self.calls = calls;
             }
-            Event::ThreadExit(h) => {
+            Event::ThreadExit(h, comm) => {
                 let mut calls = std::mem::take(&mut self.calls);
                 self.pairer.close_thread(h.pid_tgid, h.ts_ns, CallStatus::ThreadExited, &mut calls);
                 self.emit(&mut calls, out);
                 self.calls = calls;
                 self.stacks.thread_exited(h.pid_tgid);
                 let (pid, tid) = ((h.pid_tgid >> 32) as u32, h.pid_tgid as u32);
+                // A thread that made traced calls: the name it had at its end (it may have renamed
+                // itself since its first call, or have been gone before /proc could be read then).
+                if !comm.is_empty() && self.proc_info.is_named(pid, tid) {
+                    self.proc_info.stats.threads_named_at_exit += 1;
+                    out.push(Row::Thread(ThreadRow { pid, tid, comm }));
+                }
                 if pid == tid {
                     // Its final row now; nothing of it is kept (a process table that only grows
                     // would hold every process a node ever ran).
@@ -215,6 +221,8 @@ impl Joiner {
                     }
                     self.proc_info.forget(pid);
                     self.exited.push((pid, h.ts_ns));
+                } else {
+                    self.proc_info.thread_exited(pid, tid);
                 }
             }
             Event::ExecKill(h) => {
@@ -236,6 +244,7 @@ impl Joiner {
                 self.gpu.forget_process(pid);
                 self.stacks.exec(pid, h.ts_ns);
                 self.captures.forget(pid);
+                self.proc_info.forget_threads(pid);
                 // What it runs now, as the kernel saw it at the exec (the process may be gone
                 // before /proc could be read).
                 let info = proc_info::ProcInfo {
@@ -319,7 +328,10 @@ impl Joiner {
 
     fn saw_process(&mut self, pid_tgid: u64, ts: u64, out: &mut Vec<Row>) {
         self.last_ts = self.last_ts.max(ts);
-        let pid = (pid_tgid >> 32) as u32;
+        let (pid, tid) = ((pid_tgid >> 32) as u32, pid_tgid as u32);
+        if let Some(comm) = self.proc_info.name_thread(pid, tid) {
+            out.push(Row::Thread(ThreadRow { pid, tid, comm }));
+        }
         if let Some(p) = self.processes.get_mut(&pid) {
             p.last_ns = ts;
             return;

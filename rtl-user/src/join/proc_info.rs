@@ -9,6 +9,10 @@
 //!   at once (neither waits on the process), the command line (at most [`MAX_CMDLINE`] bytes) on
 //!   a worker thread with a time limit, because reading another process's memory waits for its
 //!   memory-map lock, which a thread stuck on a hung file system can hold indefinitely.
+//! * A thread's name (`rtl_thread`) is read from `/proc/PID/task/TID/comm` when its first call is
+//!   decoded (the kernel copies the 16-byte name under the task's lock: nothing the process does
+//!   makes that read wait), and replaced by the name its exit record carries when it exits while
+//!   traced (a thread gone before its first call was decoded is named that way too).
 
 use std::collections::HashMap;
 use std::io::Read;
@@ -19,6 +23,8 @@ use std::time::Duration;
 pub const MAX_CMDLINE: usize = 4096;
 /// Processes whose exec record waits for their first call.
 pub const MAX_PENDING_EXECS: usize = 16384;
+/// Threads whose name is remembered as read (beyond: not named, counted).
+pub const MAX_THREADS_NAMED: usize = 1 << 18;
 /// Longest wait for one command line.
 pub const CMDLINE_LIMIT: Duration = Duration::from_millis(250);
 /// Command-line reads given up after which none is tried any more.
@@ -43,6 +49,15 @@ pub struct ProcStats {
     pub execs_not_kept: u64,
     /// Command-line reads that took longer than [`CMDLINE_LIMIT`].
     pub cmdline_stalls: u32,
+    /// Threads named from /proc (`rtl_thread`).
+    pub threads_named: u64,
+    /// Threads gone before their name could be read at their first call (named at their exit
+    /// instead: `threads_named_at_exit`).
+    pub threads_unnamed: u64,
+    /// Thread names (of threads that made calls) from the kernel's thread-exit record.
+    pub threads_named_at_exit: u64,
+    /// Threads not named because [`MAX_THREADS_NAMED`] were already.
+    pub threads_not_kept: u64,
 }
 
 impl ProcStats {
@@ -53,6 +68,10 @@ impl ProcStats {
             ("processes_named_from_proc", self.from_proc.to_string()),
             ("exec_records_not_kept", self.execs_not_kept.to_string()),
             ("cmdline_read_stalls", self.cmdline_stalls.to_string()),
+            ("threads_named", self.threads_named.to_string()),
+            ("threads_unnamed", self.threads_unnamed.to_string()),
+            ("threads_named_at_exit", self.threads_named_at_exit.to_string()),
+            ("threads_not_named_over_limit", self.threads_not_kept.to_string()),
         ]
     }
 }
@@ -63,6 +82,9 @@ type CmdlineWorker = (Sender<u32>, Receiver<(u32, String)>);
 #[derive(Default)]
 pub struct ProcReader {
     execs: HashMap<u32, ProcInfo>,
+    /// Threads already named (or tried), per process; forgotten when the process exits or execs.
+    threads: HashMap<u32, std::collections::HashSet<u32>>,
+    threads_seen: usize,
     worker: Option<CmdlineWorker>,
     pub stats: ProcStats,
 }
@@ -77,9 +99,53 @@ impl ProcReader {
         self.execs.insert(pid, info);
     }
 
-    /// The process exited: its exec record is of no more use.
+    /// The process exited: its exec record is of no more use, its threads' names are written.
     pub fn forget(&mut self, pid: u32) {
         self.execs.remove(&pid);
+        self.forget_threads(pid);
+    }
+
+    /// The process exec'd (its threads are gone, the main thread renamed) or exited.
+    pub fn forget_threads(&mut self, pid: u32) {
+        if let Some(t) = self.threads.remove(&pid) {
+            self.threads_seen -= t.len();
+        }
+    }
+
+    /// Whether `tid` of `pid` made a call the joiner saw (its name was taken or tried).
+    pub fn is_named(&self, pid: u32, tid: u32) -> bool {
+        self.threads.get(&pid).is_some_and(|t| t.contains(&tid))
+    }
+
+    /// A thread (not the main one) exited: its tid may come back as another thread.
+    pub fn thread_exited(&mut self, pid: u32, tid: u32) {
+        if self.threads.get_mut(&pid).is_some_and(|t| t.remove(&tid)) {
+            self.threads_seen -= 1;
+        }
+    }
+
+    /// `tid` of `pid` made a call: its name, the first time only (None: known already, gone, or
+    /// over [`MAX_THREADS_NAMED`]).
+    pub fn name_thread(&mut self, pid: u32, tid: u32) -> Option<String> {
+        if self.threads.get(&pid).is_some_and(|t| t.contains(&tid)) {
+            return None;
+        }
+        if self.threads_seen >= MAX_THREADS_NAMED {
+            self.stats.threads_not_kept += 1;
+            return None;
+        }
+        self.threads.entry(pid).or_default().insert(tid);
+        self.threads_seen += 1;
+        match read_comm(pid, tid) {
+            Some(c) => {
+                self.stats.threads_named += 1;
+                Some(c)
+            }
+            None => {
+                self.stats.threads_unnamed += 1;
+                None
+            }
+        }
     }
 
     /// How to name `pid`, seen for the first time: its exec record, or /proc.
@@ -155,6 +221,18 @@ pub fn join_args(bytes: &[u8], cut: bool) -> String {
     s
 }
 
+/// `/proc/PID/task/TID/comm`: at most 64 bytes read (the kernel's name is 15), the newline
+/// dropped; None when the thread is gone.
+pub fn read_comm(pid: u32, tid: u32) -> Option<String> {
+    let f = std::fs::File::open(format!("/proc/{pid}/task/{tid}/comm")).ok()?;
+    let mut buf = Vec::with_capacity(64);
+    f.take(64).read_to_end(&mut buf).ok()?;
+    if buf.last() == Some(&b'\n') {
+        buf.pop();
+    }
+    Some(String::from_utf8_lossy(&buf).into_owned())
+}
+
 fn read_ppid(pid: u32) -> Option<u32> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     s.lines().find_map(|l| l.strip_prefix("PPid:")).and_then(|v| v.trim().parse().ok())
@@ -180,5 +258,30 @@ mod tests {
         }
         assert_eq!(r.stats.execs_not_kept, 10);
         assert_eq!(join_args(b"a\0b c\0\0", true), "a b c ...");
+    }
+
+    #[test]
+    fn a_thread_is_named_once_by_its_own_name() {
+        let mut r = ProcReader::default();
+        let me = std::process::id();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let t = std::thread::Builder::new()
+            .name("rtl-named-test".into())
+            .spawn(move || {
+                // SAFETY: gettid has no arguments.
+                tx.send(unsafe { libc::gettid() } as u32).unwrap();
+                done_rx.recv().unwrap();
+            })
+            .unwrap();
+        let tid = rx.recv().unwrap();
+        assert_eq!(r.name_thread(me, tid).as_deref(), Some("rtl-named-test"));
+        assert_eq!(r.name_thread(me, tid), None, "named once");
+        done_tx.send(()).unwrap();
+        t.join().unwrap();
+        assert_eq!(r.name_thread(me, u32::MAX - 1), None, "a thread that does not exist");
+        assert_eq!((r.stats.threads_named, r.stats.threads_unnamed), (1, 1));
+        r.forget(me);
+        assert_eq!(r.threads_seen, 0);
     }
 }

@@ -25,8 +25,10 @@ pub(crate) struct Prelude {
     pub(super) has_corr_fallback: bool,
     procs: HashMap<i64, (String, Option<String>)>,
     /// The main thread's name per pid: the executable's name as the kernel keeps it (`comm`,
-    /// 15 bytes), the only thread name the trace holds.
+    /// 15 bytes), for traces without `rtl_thread` or a thread missing there.
     comms: HashMap<i64, String>,
+    /// Each thread's own name (`rtl_thread`, schema 6+), by (pid, tid).
+    threads: HashMap<(i64, i64), String>,
     pub(super) pids: Vec<i64>,
 }
 
@@ -99,7 +101,18 @@ pub(crate) fn prelude(conn: &Connection) -> Result<Prelude> {
     }
     let mut pids: Vec<_> = procs.keys().copied().collect();
     pids.sort();
-    Ok(Prelude { names, meanings: crate::read::meaning::load(conn)?, has_corr_fallback, procs, comms, pids })
+    let mut threads = HashMap::new();
+    if crate::read::sites::has_table(conn, "rtl_thread")? {
+        let mut st = conn.prepare("SELECT pid, tid, comm FROM rtl_thread")?;
+        let mut rows = st.query([])?;
+        while let Some(r) = rows.next()? {
+            let comm: String = r.get(2)?;
+            if !comm.is_empty() {
+                threads.insert((r.get(0)?, r.get(1)?), comm);
+            }
+        }
+    }
+    Ok(Prelude { names, meanings: crate::read::meaning::load(conn)?, has_corr_fallback, procs, comms, threads, pids })
 }
 
 /// Process, thread and GPU queue tracks.
@@ -111,9 +124,11 @@ pub(crate) fn emit_tracks(conn: &Connection, p: &Prelude, sink: &mut dyn Sink) -
     let mut st = conn.prepare("SELECT DISTINCT pid, tid FROM rocpd_api ORDER BY pid, tid")?;
     let threads = st.query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)))?.collect::<Result<Vec<_>, _>>()?;
     for (pid, tid) in &threads {
-        // Named as Perfetto names threads, "NAME TID"; only the main thread's name is known.
-        let n = match p.comms.get(pid) {
-            Some(comm) if pid == tid => format!("{comm} {tid}"),
+        // Named as Perfetto names threads, "NAME TID": the thread's own name where the trace has
+        // it (rtl_thread), else for the main thread the executable's.
+        let n = match (p.threads.get(&(*pid, *tid)), p.comms.get(pid)) {
+            (Some(name), _) => format!("{name} {tid}"),
+            (None, Some(comm)) if pid == tid => format!("{comm} {tid}"),
             _ if pid == tid => format!("main thread {tid}"),
             _ => format!("thread {tid}"),
         };
