@@ -34,7 +34,9 @@ fn trace(mode: &str) -> (tempfile::TempDir, std::path::PathBuf, Sites) {
         .arg("--")
         .arg(python())
         .arg(&script)
-        .args(["--reps", &REPS.to_string(), "--truth"])
+        // Alive 3 s after its last call: the names are read from the live process (a collector
+        // that lags a short workload at high load read some code objects after it exited).
+        .args(["--linger", "3", "--reps", &REPS.to_string(), "--truth"])
         .arg(&truth)
         .env("LD_LIBRARY_PATH", sim_lib())
         .output()

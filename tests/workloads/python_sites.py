@@ -15,6 +15,7 @@ import collections
 import ctypes
 import sys
 import threading
+import time
 
 TRUTH = collections.Counter()
 
@@ -85,6 +86,10 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--truth", required=True)
+    # The collector names Python frames by reading code objects from the live process when it
+    # decodes their records; a process gone by then keeps unnamed frames (docs/tracing.md). A
+    # test that checks every frame's name keeps the process alive that long after its last call.
+    ap.add_argument("--linger", type=float, default=0.0, help="seconds to stay alive after the last call")
     a = ap.parse_args()
     dev = ctypes.c_void_p()
     check(hip.hipMalloc(ctypes.byref(dev), 4096))
@@ -104,6 +109,8 @@ def main():
     with open(a.truth, "w") as f:
         for (api, fn, line), n in sorted(TRUTH.items()):
             f.write(f"{api}\t{fn}\t{line}\t{n}\n")
+    if a.linger > 0:
+        time.sleep(a.linger)
 
 if __name__ == "__main__":
     main()
