@@ -14,6 +14,13 @@ as the agent does, without the agent or the collector:
             (cudaEventRecord through ctypes; the launch's own span)
   events-end no CUPTI: one timing event after every replay only (what a span costs when its
             start is taken from the previous replay's end while the stream is busy)
+  inst-off  modifier: the activity kinds above are switched off while the graph is captured and
+            instantiated and on again before the replays (does CUPTI instrument a graph when it
+            is instantiated, or at each launch?)
+  late      modifier: the activity kinds are enabled only after the graph is instantiated
+  toggle    modifier: the activity kinds are switched off before every replay and on after it
+  hwtrace   modifier: cuptiActivityEnableHWTrace(1) before the kinds are enabled (CUDA 12.6+;
+            the JSON says what it returned)
 Prints one JSON line: the median us per replay of a K-kernel graph over B timed blocks, and the
 records CUPTI delivered by kind. This is a measuring tool for choosing the agent's defaults; the
 agent's own cost is measured by graph_cost.sh.
@@ -29,7 +36,11 @@ a = p.parse_args()
 kinds = [] if a.kinds == "none" else a.kinds.split(",")
 use_events = "events" in kinds or "events-end" in kinds
 end_only = "events-end" in kinds
-kinds = [k for k in kinds if k not in ("events", "events-end")]
+inst_off = "inst-off" in kinds
+late = "late" in kinds
+toggle = "toggle" in kinds
+hwtrace = "hwtrace" in kinds
+kinds = [k for k in kinds if k not in ("events", "events-end", "inst-off", "late", "toggle", "hwtrace")]
 
 KIND = {"memcpy": 1, "memset": 2, "kernel": 10, "graph": 51}
 counts = {}
@@ -71,9 +82,19 @@ if kinds:
             sys.exit(f"{what}: CUptiResult {rc}")
 
     check(cupti.cuptiActivityRegisterCallbacks(r, d), "cuptiActivityRegisterCallbacks")
+
+    def set_kinds(on):
+        for k in kinds:
+            if k in KIND:
+                fn = cupti.cuptiActivityEnable if on else cupti.cuptiActivityDisable
+                check(fn(KIND[k]), f"cuptiActivity{'Enable' if on else 'Disable'}({k})")
+
+    if hwtrace:
+        counts["hwtrace_rc"] = cupti.cuptiActivityEnableHWTrace(1)
     for k in kinds:
         if k in KIND:
-            check(cupti.cuptiActivityEnable(KIND[k]), f"cuptiActivityEnable({k})")
+            if not late:
+                check(cupti.cuptiActivityEnable(KIND[k]), f"cuptiActivityEnable({k})")
         elif k == "api-all":
             check(cupti.cuptiActivityEnable(4), "enable DRIVER")
             check(cupti.cuptiActivityEnable(5), "enable RUNTIME")
@@ -127,10 +148,15 @@ with torch.cuda.stream(s):
     for _ in range(3):
         x.add_(1.0)
 torch.cuda.current_stream().wait_stream(s)
+torch.cuda.synchronize()
+if cupti is not None and inst_off:
+    set_kinds(False)
 g = torch.cuda.CUDAGraph()
 with torch.cuda.graph(g):
     for _ in range(a.kernels):
         x.add_(1.0)
+if cupti is not None and (inst_off or late):
+    set_kinds(True)
 g.replay()
 torch.cuda.synchronize()
 big = torch.randn(4096, 4096, device=dev)
@@ -156,8 +182,17 @@ for _ in range(a.blocks):
         for i in range(per):
             if not end_only:
                 rec(evs[2 * i], stream)
+            if toggle:
+                set_kinds(False)
             g.replay()
+            if toggle:
+                set_kinds(True)
             rec(evs[2 * i + 1], stream)
+    elif toggle:
+        for _ in range(per):
+            set_kinds(False)
+            g.replay()
+            set_kinds(True)
     else:
         for _ in range(per):
             g.replay()
@@ -172,6 +207,8 @@ for _ in range(a.blocks):
             assert cudart.cudaEventElapsedTime(ctypes.byref(ms), a0, a1) == 0
             spans.append(ms.value * 1000)
 if cupti is not None:
+    x.add_(1.0)  # one eager kernel after the switch: are eager kernels still recorded?
+    torch.cuda.synchronize()
     cupti.cuptiActivityFlushAll(1)
 out = {"kinds": a.kinds, "us_per_replay": statistics.median(times), "blocks": [round(t, 2) for t in times]}
 if spans:
