@@ -237,7 +237,12 @@ pub const OP_HAS_THREAD_HASH: u8 = 1 << 3;
 pub const OP_SUBMIT_TIME: u8 = 1 << 4;
 /// `GpuOp::flags`: `thread_seq` / `seq_epoch` hold the record's per-thread, per-API sequence number.
 pub const OP_HAS_THREAD_SEQ: u8 = 1 << 5;
-const OP_FLAGS_ALL: u8 = 0x3f;
+/// `GpuOp::flags` (with `OP_IS_GRAPH`): `op_index` is the source's id of the graph node (CUPTI's
+/// `graphNodeId`, low 32 bits), not the node's position in the launch. The collector turns ids
+/// into positions by their order among the graph's node ids (nodes are numbered as they are
+/// created, which for a captured graph is the order of the captured calls).
+pub const OP_NODE_IS_ID: u8 = 1 << 6;
+const OP_FLAGS_ALL: u8 = 0x7f;
 
 /// One GPU operation, with the API call that caused it. 160 bytes (152 in version 1).
 #[repr(C)]

@@ -118,6 +118,9 @@ pub struct OpRow {
     pub pid: Option<u32>,
     /// A node of a graph launch: its index in the launch (the GPU source's op index).
     pub node: Option<u32>,
+    /// A node of a graph launch whose GPU source names it by an id instead (CUPTI's
+    /// `graphNodeId`): the collector finds its position from the ids' order.
+    pub node_id: Option<u64>,
     /// A replayed node: the call that created it during stream capture (`rtl_op_site`).
     pub site_api_id: Option<i64>,
 }

@@ -49,6 +49,7 @@ fn rows() -> Vec<Row> {
             link: Some(LinkKind::Correlation),
             pid: Some(4242),
             node: None,
+            node_id: None,
             site_api_id: None,
         }));
     }
@@ -65,6 +66,7 @@ fn rows() -> Vec<Row> {
         link: None,
         pid: None,
         node: None,
+        node_id: None,
         site_api_id: None,
     }));
     v

@@ -232,28 +232,28 @@ pub fn gpu_op(a: &Activity, kernel_name_id: u32) -> Option<GpuOp> {
         op_count: 1,
         ..Default::default()
     };
-    let (graph, corr) = match a {
+    let (graph, node_id, corr) = match a {
         Activity::Kernel(k) => {
             op.op = OpKind::Dispatch as u8;
             place(&mut op, k.device_id, k.stream_id, k.start, k.end);
             op.grid = k.grid.map(|g| g as u32);
             op.block = k.block.map(|g| g as u32);
             op.kernel_name_id = kernel_name_id;
-            (k.graph_id, k.correlation_id)
+            (k.graph_id, k.graph_node_id, k.correlation_id)
         }
         Activity::Memcpy(m) => {
             op.op = OpKind::Copy as u8;
             op.copy_kind = wire_copy_kind(m.copy_kind);
             place(&mut op, m.device_id, m.stream_id, m.start, m.end);
             op.bytes = m.bytes;
-            (m.graph_id, m.correlation_id)
+            (m.graph_id, m.graph_node_id, m.correlation_id)
         }
         Activity::Memset(m) => {
             op.op = OpKind::Memset as u8;
             op.copy_kind = 12;
             place(&mut op, m.device_id, m.stream_id, m.start, m.end);
             op.bytes = m.bytes;
-            (m.graph_id, m.correlation_id)
+            (m.graph_id, m.graph_node_id, m.correlation_id)
         }
         Activity::Graph(g) => {
             op.op = OpKind::GraphExecution as u8;
@@ -261,12 +261,17 @@ pub fn gpu_op(a: &Activity, kernel_name_id: u32) -> Option<GpuOp> {
             op.op_count = 0;
             // INT_MAX: the graph starts with a host node (kept as CUPTI says).
             place(&mut op, g.device_id, g.stream_id, g.start, g.end);
-            (g.graph_id.max(1), g.correlation_id)
+            (g.graph_id.max(1), 0, g.correlation_id)
         }
         _ => return None,
     };
     if graph != 0 {
         op.flags |= wire::OP_IS_GRAPH;
+        if node_id != 0 {
+            // A node of a replay: which node, by CUPTI's id (the collector orders them).
+            op.flags |= wire::OP_NODE_IS_ID;
+            op.op_index = node_id as u32;
+        }
     }
     op.record_index = corr as u64;
     Some(op)

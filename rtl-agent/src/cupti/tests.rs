@@ -116,7 +116,9 @@ fn correlates_in_either_order_and_graph_nodes_share_the_call() {
     frames.push(DumpFrame::ApiName { domain: DOMAIN_DRIVER, cbid: 514, name: b"cuGraphLaunch".to_vec() });
     frames.push(DumpFrame::Record { rec: api_bytes(KIND_DRIVER, 514, 11, 300, 400, 43), name: vec![] });
     for i in 0..3 {
-        frames.push(DumpFrame::Record { rec: kernel_bytes(11, 700 + i, 750 + i, 5), name: b"_Z1gv".to_vec() });
+        let mut rec = kernel_bytes(11, 700 + i, 750 + i, 5);
+        rec[144..152].copy_from_slice(&(1000 + i as u64).to_le_bytes()); // graphNodeId
+        frames.push(DumpFrame::Record { rec, name: b"_Z1gv".to_vec() });
     }
     // A kernel whose API record never comes.
     frames.push(DumpFrame::Record { rec: kernel_bytes(99, 900, 950, 0), name: b"_Z1kv".to_vec() });
@@ -142,6 +144,12 @@ fn correlates_in_either_order_and_graph_nodes_share_the_call() {
     let graph: Vec<_> = ops.iter().filter(|o| o.record_index == 11).collect();
     assert_eq!(graph.len(), 3);
     assert!(graph.iter().all(|o| o.flags & wire::OP_IS_GRAPH != 0 && o.tid == 43 && o.cpu_start_ns == 300));
+    // Each node named by CUPTI's id (the collector ranks them), not all as node 0.
+    assert!(graph.iter().all(|o| o.flags & wire::OP_NODE_IS_ID != 0));
+    let mut ids: Vec<u32> = graph.iter().map(|o| o.op_index).collect();
+    ids.sort();
+    assert_eq!(ids, vec![1000, 1001, 1002]);
+    assert_eq!(ops.iter().find(|o| o.record_index == 10).unwrap().flags & wire::OP_NODE_IS_ID, 0);
     let lost = ops.iter().find(|o| o.record_index == 99).unwrap();
     assert_eq!(lost.flags & wire::OP_HAS_CPU_TIMES, 0);
 }

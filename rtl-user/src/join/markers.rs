@@ -31,6 +31,7 @@ fn op(tid: u32, start: u64, end: u64, text: String, api_id: i64) -> OpRow {
         link: None,
         pid: None,
         node: None,
+        node_id: None,
         site_api_id: None,
     }
 }

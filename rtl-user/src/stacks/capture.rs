@@ -11,7 +11,7 @@
 //! ([`CaptureTracker::annotate`], `rtl_op_site`).
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use super::SiteRow;
 use crate::join::rows::{OpRow, Row};
@@ -86,6 +86,35 @@ struct Open {
 struct Captured {
     id: i64,
     calls: Arc<[i64]>,
+    /// The GPU source's ids of the graph's nodes seen in replays (sorted, at most one per
+    /// captured call), where the source names nodes by id (CUPTI) rather than position.
+    node_ids: Mutex<Vec<u64>>,
+}
+
+impl Captured {
+    fn new(id: i64, calls: Arc<[i64]>) -> Self {
+        Captured { id, calls, node_ids: Mutex::new(Vec::new()) }
+    }
+
+    /// Remembers a node id seen in a replay's GPU records.
+    fn learn(&self, node_id: u64) {
+        let mut ids = self.node_ids.lock().unwrap_or_else(|e| e.into_inner());
+        if ids.len() < self.calls.len() {
+            if let Err(at) = ids.binary_search(&node_id) {
+                ids.insert(at, node_id);
+            }
+        }
+    }
+
+    /// The position of the node with this id: its rank among the graph's node ids, once one id
+    /// per captured call has been seen (before that a rank could still move: no answer).
+    fn node_of(&self, node_id: u64) -> Option<usize> {
+        let ids = self.node_ids.lock().unwrap_or_else(|e| e.into_inner());
+        if ids.len() != self.calls.len() {
+            return None;
+        }
+        ids.binary_search(&node_id).ok()
+    }
 }
 
 #[derive(Default)]
@@ -158,7 +187,7 @@ impl CaptureTracker {
                     graph,
                     calls: calls.to_vec(),
                 }));
-                self.remember(false, (pid, graph), Arc::new(Captured { id: c.id, calls }));
+                self.remember(false, (pid, graph), Arc::new(Captured::new(c.id, calls)));
             }
             CallFact::Instantiate { exec, graph } => {
                 if let Some(g) = self.graphs.get(&(pid, graph)).cloned() {
@@ -210,6 +239,15 @@ impl CaptureTracker {
         if self.launches.is_empty() {
             return;
         }
+        // Node ids first, from every op of the batch: a replay's records usually arrive
+        // together, so its ids are all known before any of them is placed.
+        for r in rows.iter() {
+            if let Row::Op(OpRow { api_id: Some(api), node_id: Some(id), .. }) = r {
+                if let Some(c) = self.launches.get(api) {
+                    c.learn(*id);
+                }
+            }
+        }
         for r in rows {
             if let Row::Op(o) = r {
                 annotate_op(&self.launches, o);
@@ -219,10 +257,13 @@ impl CaptureTracker {
 }
 
 fn annotate_op(launches: &HashMap<i64, Arc<Captured>>, o: &mut OpRow) {
-    let (Some(api), Some(node)) = (o.api_id, o.node) else { return };
-    if let Some(c) = launches.get(&api) {
-        o.site_api_id = c.calls.get(node as usize).copied();
-    }
+    let Some(c) = o.api_id.and_then(|api| launches.get(&api)) else { return };
+    let node = match (o.node, o.node_id) {
+        (Some(n), _) => Some(n as usize),
+        (None, Some(id)) => c.node_of(id),
+        (None, None) => None,
+    };
+    o.site_api_id = node.and_then(|n| c.calls.get(n).copied());
 }
 
 #[cfg(test)]
@@ -271,6 +312,7 @@ mod tests {
                 link: None,
                 pid: Some(7),
                 node,
+                node_id: None,
                 site_api_id: None,
             })
         };
@@ -284,5 +326,53 @@ mod tests {
             })
             .collect();
         assert_eq!(sites, vec![Some(2), Some(6), None, None]);
+    }
+
+    #[test]
+    fn replayed_nodes_named_by_id_are_placed_by_the_ids_order() {
+        let mut t = CaptureTracker::default();
+        let mut out = Vec::new();
+        t.on_call(7, 1, CallFact::BeginCapture { stream: 0xa }, &mut out);
+        for (i, call) in [2, 3, 4].into_iter().enumerate() {
+            t.on_call(7, call, CallFact::Work { stream: 0xa, start: 10 + i as u64 }, &mut out);
+        }
+        t.on_call(7, 5, CallFact::EndCapture { stream: 0xa, graph: 0x9 }, &mut out);
+        t.on_call(7, 6, CallFact::Instantiate { exec: 0x55, graph: 0x9 }, &mut out);
+        t.on_call(7, 7, CallFact::GraphLaunch { exec: 0x55 }, &mut out);
+        t.on_call(7, 8, CallFact::GraphLaunch { exec: 0x55 }, &mut out);
+        let mk = |api: i64, id: u64| {
+            Row::Op(OpRow {
+                gpu: 0,
+                queue: 0,
+                seq: 0,
+                start: 0,
+                end: 0,
+                description: String::new(),
+                op_type: "KernelExecution",
+                correlation_id: api,
+                api_id: Some(api),
+                link: None,
+                pid: Some(7),
+                node: None,
+                node_id: Some(id),
+                site_api_id: None,
+            })
+        };
+        let sites = |ops: &[Row]| -> Vec<Option<i64>> {
+            ops.iter()
+                .map(|r| match r {
+                    Row::Op(o) => o.site_api_id,
+                    _ => None,
+                })
+                .collect()
+        };
+        // A first batch with only two of the three nodes: no rank is certain yet.
+        let mut ops = vec![mk(7, 1042), mk(7, 1040)];
+        t.annotate(&mut ops);
+        assert_eq!(sites(&ops), vec![None, None]);
+        // The whole replay, out of order: placed by the ids' order (1040 < 1041 < 1042).
+        let mut ops = vec![mk(8, 1042), mk(8, 1040), mk(8, 1041), mk(8, 9999)];
+        t.annotate(&mut ops);
+        assert_eq!(sites(&ops), vec![Some(4), Some(2), Some(3), None]);
     }
 }

@@ -1,6 +1,7 @@
 //! The rows an op becomes: linked, or unlinked with the profiler's record of its call.
 
 use super::*;
+use rtl_common::agent::{OP_IS_GRAPH, OP_NODE_IS_ID};
 
 impl GpuJoiner {
     pub(super) fn emit(&mut self, pid: u32, op: &GpuOp, d: Decision, w: CpuWindow, next_id: &mut dyn FnMut() -> i64, out: &mut Vec<Row>) {
@@ -90,7 +91,8 @@ impl GpuJoiner {
             api_id,
             link: Some(link),
             pid: Some(pid),
-            node: (op.flags & rtl_common::agent::OP_IS_GRAPH != 0).then_some(op.op_index),
+            node: (op.flags & (OP_IS_GRAPH | OP_NODE_IS_ID) == OP_IS_GRAPH).then_some(op.op_index),
+            node_id: (op.flags & (OP_IS_GRAPH | OP_NODE_IS_ID) == OP_IS_GRAPH | OP_NODE_IS_ID).then_some(op.op_index as u64),
             site_api_id: None,
         }
     }
