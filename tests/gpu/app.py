@@ -21,6 +21,7 @@ p.add_argument("n", type=int)
 p.add_argument("--blocks", type=int, default=5)
 p.add_argument("--kernels", type=int, default=50, help="kernels per graph")
 p.add_argument("--profile", action="store_true")
+p.add_argument("--profile-stack", action="store_true", help="--profile with with_stack=True (Python and native call sites)")
 p.add_argument("--profile-early", action="store_true",
                help="start torch.profiler before CUDA is first used (as the agent's CUPTI starts): its "
                     "per-name totals then include the warm-up kernels; compare mean durations")
@@ -119,9 +120,11 @@ if a.wait:
     while not os.path.exists(a.wait):
         time.sleep(0.01)
 
+if a.profile_stack:
+    a.profile = True
 if a.profile and prof is None:
     from torch.profiler import profile, ProfilerActivity
-    prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
+    prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], with_stack=a.profile_stack)
     prof.__enter__()
 ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
 times = []
