@@ -128,16 +128,10 @@ fn forged_agent_strings_are_bounded_and_counted() {
     out.read_line(&mut line).unwrap();
     assert_eq!(line.trim(), "ready");
     let db = d.path().join("t.db");
-    let mut tracer = Killed(rtl_start(&[
-        "attach",
-        "--quiet",
-        "--apis",
-        "hipGetErrorString",
-        "--pid",
-        &app.0.id().to_string(),
-        "-o",
-        db.to_str().unwrap(),
-    ]));
+    let mut tracer = Killed(
+        rtl_start(&["attach", "--quiet", "--apis", "hipGetErrorString", "--pid", &app.0.id().to_string(), "-o", db.to_str().unwrap()])
+            .into_inner(),
+    );
     app.0.stdin.as_mut().unwrap().write_all(b"go\n").unwrap();
     line.clear();
     out.read_line(&mut line).unwrap();

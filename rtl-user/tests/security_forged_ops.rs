@@ -52,8 +52,10 @@ fn forge(d: &Path, ops: u64) -> (std::path::PathBuf, u32, u64) {
     out.read_line(&mut line).unwrap();
     assert_eq!(line.trim(), "ready");
     let db = d.join("t.db");
-    let mut tracer =
-        Killed(rtl_start(&["attach", "--quiet", "--apis", "hipGetErrorString", "--pid", &forger.to_string(), "-o", db.to_str().unwrap()]));
+    let mut tracer = Killed(
+        rtl_start(&["attach", "--quiet", "--apis", "hipGetErrorString", "--pid", &forger.to_string(), "-o", db.to_str().unwrap()])
+            .into_inner(),
+    );
     app.0.stdin.as_mut().unwrap().write_all(b"go\n").unwrap();
     line.clear();
     out.read_line(&mut line).unwrap();
