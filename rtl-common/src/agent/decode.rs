@@ -230,7 +230,7 @@ pub(super) fn parse_record(bytes: &[u8], off: usize, index: u32, version: u16) -
         }
         RecordKind::Counters => {
             // The old, shorter record too: appended fields read as 0.
-            if len != size_of::<Counters>() && len != COUNTERS_LEN_V1 && len != COUNTERS_LEN_V2 {
+            if len != size_of::<Counters>() && len != COUNTERS_LEN_V1 && len != COUNTERS_LEN_V2 && len != COUNTERS_LEN_V3 {
                 return Err(bad_len);
             }
             Record::Counters(read_prefix(bytes, off, len).ok_or(bad_len)?)
