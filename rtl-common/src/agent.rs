@@ -246,7 +246,6 @@ pub const OP_NODE_IS_ID: u8 = 1 << 6;
 /// the same stream, which the op was queued behind (CUDA events mode: no start event was
 /// recorded because the stream was busy; docs/tracing.md).
 pub const OP_START_IS_PREV_END: u8 = 1 << 7;
-const OP_FLAGS_ALL: u8 = 0xff;
 
 /// One GPU operation, with the API call that caused it. 160 bytes (152 in version 1).
 #[repr(C)]
