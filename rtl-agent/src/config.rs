@@ -13,7 +13,6 @@
 //! | `RTL_AGENT_CUPTI_LIB` | a file path | unset | `cupti`: the libcupti to load (else the one loaded, or next to libcudart/libcuda, or `libcupti.so.13`). |
 //! | `RTL_AGENT_CUPTI_DUMP` | a file path | unset | `cupti`: also append the raw activity records (`cupti::DumpFrame`s) to this file (tests, fixtures). |
 //! | `RTL_AGENT_CUPTI_API` | `launches`, `all` | `launches` | `cupti`: API records CUPTI keeps to link GPU work to its call: only the launch / graph-launch / memcpy / memset families (cheaper), or every driver and runtime call. |
-//! | `RTL_AGENT_CUPTI` | `events`, `activity` | `events` | CUDA GPU times. `events`: no CUPTI activity records; a CUPTI callback subscription on the driver's launch, graph-launch, memcpy and memset calls gives each call's correlation id and stream, and the agent records a CUDA timing event on that stream after the call (and one before it only when the stream may be idle): one GPU op per call, a graph replay one `GraphExecution` op (`cupti/events.rs`). `activity`: CUPTI's kernel / memcpy / memset / graph-level activity records (CUPTI instruments every kernel, graph nodes included: +40 % per graph replay on the H200). `RTL_AGENT_GRAPH_NODES=1` needs per-node records: it implies `activity`. |
 //! | `RTL_AGENT_CUPTI_CLOCK` | `cupti`, `monotonic` | `cupti` | `cupti`: CUPTI's own clock (found to be CLOCK_REALTIME or CLOCK_MONOTONIC at start; the collector converts), or CLOCK_MONOTONIC through CUPTI's timestamp callback (measured on the H200: makes every traced call markedly slower, same GPU durations). |
 //!
 //! A malformed value is reported (unless quiet) and the default is used.
@@ -41,8 +40,6 @@ pub struct Config {
     pub cupti_api_all: bool,
     /// `RTL_AGENT_CUPTI_CLOCK=monotonic`: CUPTI's timestamp callback returns CLOCK_MONOTONIC.
     pub cupti_monotonic_clock: bool,
-    /// `RTL_AGENT_CUPTI=activity`: CUPTI activity records instead of the agent's CUDA events.
-    pub cupti_activity: bool,
 }
 
 pub const DEFAULT_DRAIN_MS: u64 = 100;
@@ -63,7 +60,6 @@ impl Default for Config {
             cupti_dump: None,
             cupti_api_all: false,
             cupti_monotonic_clock: false,
-            cupti_activity: false,
         }
     }
 }
@@ -131,13 +127,6 @@ impl Config {
                 _ => w.push(format!("RTL_AGENT_CUPTI_CLOCK={v:?} is not cupti|monotonic; using cupti")),
             }
         }
-        if let Some(v) = s("RTL_AGENT_CUPTI") {
-            match v.trim() {
-                "" | "events" => {}
-                "activity" => c.cupti_activity = true,
-                _ => w.push(format!("RTL_AGENT_CUPTI={v:?} is not events|activity; using events")),
-            }
-        }
         (c, w)
     }
 
@@ -163,10 +152,6 @@ mod tests {
         let (c, w) = parse(&[("RTL_AGENT_CUPTI_API", "some"), ("RTL_AGENT_CUPTI_CLOCK", "tsc")]);
         assert_eq!(w.len(), 2, "{w:?}");
         assert!(!c.cupti_api_all && !c.cupti_monotonic_clock, "bad values keep the defaults");
-        assert!(parse(&[("RTL_AGENT_CUPTI", "activity")]).0.cupti_activity);
-        assert!(!parse(&[("RTL_AGENT_CUPTI", "events")]).0.cupti_activity);
-        let (c, w) = parse(&[("RTL_AGENT_CUPTI", "cupti")]);
-        assert!(!c.cupti_activity && w.len() == 1, "{w:?}");
     }
 
     #[test]

@@ -114,7 +114,7 @@ fn publisher_main() {
                     publish::publish_meta(0);
                     last_meta = now;
                 }
-                futex_wait_stop(if SOURCE.load(Acquire) == SRC_CUPTI { cupti::poll_period_ms(cfg.drain_ms) } else { cfg.drain_ms });
+                futex_wait_stop(cfg.drain_ms);
             }
             _ => break,
         }

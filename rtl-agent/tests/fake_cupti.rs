@@ -2,9 +2,7 @@
 //! the agent enables and what it publishes for one graph launch and one eager launch. By
 //! default one graph-level record per launch (`CUPTI_ACTIVITY_KIND_GRAPH_TRACE`: one
 //! GraphExecution op, no node records); `RTL_AGENT_GRAPH_NODES=1` (`run --graph-nodes`): the
-//! nodes; a CUPTI that refuses graph-level records: the nodes, and the agent says so. These are
-//! the activity mode's (`RTL_AGENT_CUPTI=activity`); the default events mode is tested in
-//! cuda_events.rs with the same fakes.
+//! nodes; a CUPTI that refuses graph-level records: the nodes, and the agent says so.
 use crate::common;
 use common::*;
 use rtl_common::agent::{self as wire, OpKind};
@@ -13,43 +11,27 @@ use std::process::Command;
 
 const GRAPH_TRACE: &str = "51";
 
-pub(crate) struct Fake {
-    pub(crate) dir: PathBuf,
+struct Fake {
+    dir: PathBuf,
     lib: PathBuf,
     app: PathBuf,
-    pub(crate) cuda: PathBuf,
-    pub(crate) graphs: PathBuf,
 }
 
-pub(crate) fn build(name: &str) -> Fake {
+fn build(name: &str) -> Fake {
     let dir = scratch(name);
     let fx = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
     let lib = dir.join("libcupti.so.13");
     sh(Command::new("cc").args(["-O2", "-shared", "-fPIC", "-o"]).arg(&lib).arg(fx.join("fakecupti.c")).arg("-lpthread"));
     let app = dir.join("cuptiapp");
     sh(Command::new("cc").args(["-O2", "-o"]).arg(&app).arg(fx.join("cuptiapp.c")).arg("-ldl"));
-    let cuda = dir.join("libcuda.so.1");
-    sh(Command::new("cc")
-        .args(["-O2", "-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o"])
-        .arg(&cuda)
-        .arg(fx.join("fakecuda.c"))
-        .arg("-lpthread"));
-    let graphs = dir.join("cuptigraphs");
-    sh(Command::new("cc").args(["-O2", "-o"]).arg(&graphs).arg(fx.join("cuptigraphs.c")).arg("-ldl"));
-    Fake { dir, lib, app, cuda, graphs }
+    Fake { dir, lib, app }
 }
 
 /// Runs the app with the agent; returns what it published, the kinds enabled (kind, rc) and stderr.
 fn run(f: &Fake, tag: &str, env: &[(&str, &str)]) -> (Proc, Vec<(String, String)>, String) {
-    run_app(f, Command::new(&f.app), "cuptiapp done", tag, env)
-}
-
-/// Runs `c` with the agent on the fakes; returns what it published, the kinds enabled (kind,
-/// rc) and stderr.
-pub(crate) fn run_app(f: &Fake, mut c: Command, done: &str, tag: &str, env: &[(&str, &str)]) -> (Proc, Vec<(String, String)>, String) {
     let (dump, log) = (f.dir.join(format!("{tag}.dump")), f.dir.join(format!("{tag}.log")));
-    let _ = std::fs::remove_file(&log);
     let agent = agent_so();
+    let mut c = Command::new(&f.app);
     c.env("LD_PRELOAD", &agent)
         .env("CUDA_INJECTION64_PATH", &agent)
         .env("RTL_AGENT_GPU", "cupti")
@@ -58,20 +40,18 @@ pub(crate) fn run_app(f: &Fake, mut c: Command, done: &str, tag: &str, env: &[(&
         .env("FAKE_CUPTI_LOG", &log)
         .env_remove("RTL_AGENT_QUIET")
         .env_remove("RTL_AGENT_GRAPH_NODES")
-        .env_remove("RTL_AGENT_HSA_BATCHES")
-        .env_remove("RTL_AGENT_CUPTI");
+        .env_remove("RTL_AGENT_HSA_BATCHES");
     for (k, v) in env {
         c.env(k, v);
     }
     let out = sh(&mut c);
-    assert!(String::from_utf8_lossy(&out.stdout).contains(done));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("cuptiapp done"));
     let mut procs = read_dump(&dump);
     assert_eq!(procs.len(), 1, "one process published");
     let p = procs.drain().next().unwrap().1;
     let enabled = std::fs::read_to_string(&log)
-        .unwrap_or_default()
+        .unwrap()
         .lines()
-        .filter(|l| l.starts_with("enable "))
         .map(|l| {
             let w: Vec<&str> = l.split_whitespace().collect();
             (w[1].to_string(), w[2].to_string())
@@ -96,12 +76,11 @@ fn check_eager(p: &Proc) {
 }
 
 #[test]
-fn activity_mode_graph_level_nodes_when_asked_or_refused() {
+fn graph_level_by_default_nodes_when_asked_or_refused() {
     let f = build("fake-cupti");
 
-    // Activity mode: GRAPH_TRACE enabled, one GraphExecution op spanning the nodes, linked to
-    // its call.
-    let (p, enabled, _) = run(&f, "activity", &[("RTL_AGENT_CUPTI", "activity")]);
+    // Default: GRAPH_TRACE enabled, one GraphExecution op spanning the nodes, linked to its call.
+    let (p, enabled, _) = run(&f, "default", &[]);
     assert!(enabled.contains(&(GRAPH_TRACE.to_string(), "0".to_string())), "{enabled:?}");
     assert_eq!(p.ops.len(), 2, "{:?}", p.ops);
     let g: Vec<_> = p.ops.iter().filter(|o| o.op == OpKind::GraphExecution as u8).collect();
@@ -114,16 +93,9 @@ fn activity_mode_graph_level_nodes_when_asked_or_refused() {
     assert_eq!(p.strings[&g.api_name_id], "cuGraphLaunch");
     check_eager(&p);
     let c = captures(&p);
-    assert!(c & wire::CAP_GRAPH_SPANS != 0 && c & wire::CAP_GRAPH_NODES == 0 && c & wire::CAP_CUDA_EVENTS == 0, "{c:#x}");
+    assert!(c & wire::CAP_GRAPH_SPANS != 0 && c & wire::CAP_GRAPH_NODES == 0, "{c:#x}");
 
-    // The default (events) where libcuda is not loaded: activity records, said.
-    let (p, enabled, stderr) = run(&f, "default-no-libcuda", &[]);
-    assert!(stderr.contains("CUDA events mode unavailable") && stderr.contains("libcuda.so.1 is not loaded"), "{stderr}");
-    assert!(enabled.contains(&(GRAPH_TRACE.to_string(), "0".to_string())), "{enabled:?}");
-    assert_eq!(p.ops.iter().filter(|o| o.op == OpKind::GraphExecution as u8 && o.record_index == 7).count(), 1, "{:?}", p.ops);
-    assert_eq!(captures(&p) & wire::CAP_CUDA_EVENTS, 0);
-
-    // --graph-nodes (implies the activity mode): GRAPH_TRACE never enabled, the three nodes on the launch's call.
+    // --graph-nodes: GRAPH_TRACE never enabled, the three nodes on the launch's call.
     let (p, enabled, _) = run(&f, "nodes", &[("RTL_AGENT_GRAPH_NODES", "1")]);
     assert!(!enabled.iter().any(|(k, _)| k == GRAPH_TRACE), "{enabled:?}");
     let n: Vec<_> = p.ops.iter().filter(|o| o.record_index == 7).collect();
@@ -136,7 +108,7 @@ fn activity_mode_graph_level_nodes_when_asked_or_refused() {
     assert!(c & wire::CAP_GRAPH_NODES != 0 && c & wire::CAP_GRAPH_SPANS == 0, "{c:#x}");
 
     // A CUPTI that refuses graph-level records: the nodes, said once.
-    let (p, enabled, stderr) = run(&f, "refused", &[("FAKE_CUPTI_NO_GRAPH_TRACE", "1"), ("RTL_AGENT_CUPTI", "activity")]);
+    let (p, enabled, stderr) = run(&f, "refused", &[("FAKE_CUPTI_NO_GRAPH_TRACE", "1")]);
     assert!(enabled.contains(&(GRAPH_TRACE.to_string(), "22".to_string())), "{enabled:?}");
     assert_eq!(p.ops.iter().filter(|o| o.record_index == 7 && o.op == OpKind::Dispatch as u8).count(), 3);
     assert!(stderr.contains("refuses graph-level records"), "{stderr}");

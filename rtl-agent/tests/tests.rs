@@ -4,7 +4,6 @@
 
 mod common;
 
-mod cuda_events;
 mod cupti_fixture;
 mod fake_cupti;
 mod fake_runtime;

@@ -242,10 +242,7 @@ pub const OP_HAS_THREAD_SEQ: u8 = 1 << 5;
 /// into positions by their order among the graph's node ids (nodes are numbered as they are
 /// created, which for a captured graph is the order of the captured calls).
 pub const OP_NODE_IS_ID: u8 = 1 << 6;
-/// `GpuOp::flags`: `gpu_begin_ns` is not a measured start but the end of the previous GPU op on
-/// the same stream, which the op was queued behind (CUDA events mode: no start event was
-/// recorded because the stream was busy; docs/tracing.md).
-pub const OP_START_IS_PREV_END: u8 = 1 << 7;
+const OP_FLAGS_ALL: u8 = 0x7f;
 
 /// One GPU operation, with the API call that caused it. 160 bytes (152 in version 1).
 #[repr(C)]
@@ -383,21 +380,12 @@ pub struct Counters {
     /// HSA: DMA copies on the application's own completion signal whose signal was reused or
     /// destroyed before the copy's end time could be read from it (not published).
     pub copies_untimed: u64,
-    // ---- appended (records of 120 bytes end here) ----
-    /// CUDA events mode: launches, graph launches, copies and memsets the agent could not time
-    /// (no event free, an event call failed, the previous op's time unknown, or still running
-    /// at exit): no GPU op published for them.
-    pub cuda_ops_untimed: u64,
-    /// CUDA events mode: of those, launches that found the event pool empty (its bound reached).
-    pub cuda_event_pool_empty: u64,
 }
 
 /// Bytes of a [`Counters`] record from agents before `graph_spans` was appended.
 pub const COUNTERS_LEN_V1: usize = 88;
 /// Bytes of a [`Counters`] record from agents before `copies_untimed` was appended.
 pub const COUNTERS_LEN_V2: usize = 112;
-/// Bytes of a [`Counters`] record from agents before `cuda_ops_untimed` was appended.
-pub const COUNTERS_LEN_V3: usize = 120;
 
 /// `Info::status`.
 #[repr(u8)]
@@ -460,8 +448,6 @@ pub const CAP_GRAPH_SPANS: u32 = 1 << 4;
 pub const CAP_GRAPH_NODES: u32 = 1 << 5;
 /// Copies the runtime makes with blit kernels, named as copies (HSA: `__amd_rocclr_copy*`).
 pub const CAP_BLIT_COPIES: u32 = 1 << 6;
-/// CUDA: GPU times from the agent's CUDA events around each launch (no CUPTI activity records).
-pub const CAP_CUDA_EVENTS: u32 = 1 << 7;
 
 /// `Info::mode` flags.
 pub const MODE_CALLBACK: u8 = 1 << 0;
@@ -505,7 +491,7 @@ const _: () = {
     assert!(size_of::<GpuOp>() == 160);
     assert!(size_of::<StringHead>() == 24);
     assert!(size_of::<ClockSync>() == 48);
-    assert!(size_of::<Counters>() == 136);
+    assert!(size_of::<Counters>() == 120);
     assert!(size_of::<Info>() == 48);
 };
 

@@ -12,24 +12,20 @@
 # Workloads (tests/gpu/app.py): `graph R`, a 50-kernel CUDA graph replayed R times (GRAPH_R,
 # default 2000), and `eager N`, N tiny kernels launched one by one (EAGER_N, default 10000), each
 # in 10 timed blocks (per block: launch all, synchronize; the median block's wall time per
-# replay / per launch). Configurations (HOWS, '|'-separated; default the first four), REPS
-# rounds (default 2: about 8 minutes, one 10-minute call; most of it waiting for the kernel to
-# remove each traced run's probes) interleaved, the order rotating:
+# replay / per launch). Configurations, REPS rounds (default 2: about 8 minutes, one 10-minute
+# call; most of it waiting for the kernel to remove each traced run's probes) interleaved, the
+# order rotating:
 #   untraced                       the app alone
+#   cupti (graph-level)            rtl-ebpf run --runtime cuda --gpu cupti: one CUPTI
+#                                  graph-level record per replay (the default)
+#   cupti --graph-nodes            the same with every node's kernel record (per-node, as before;
+#                                  graph only: eager launches do not depend on it)
 #   cpu only                       rtl-ebpf run --runtime cuda --gpu none (probes, no agent)
-#   cupti events                   rtl-ebpf run --runtime cuda --gpu cupti (the default,
-#                                  RTL_AGENT_CUPTI=events): CUPTI callbacks + one CUDA event per
-#                                  call, no activity records
-#   cupti activity                 the same with RTL_AGENT_CUPTI=activity: CUPTI kernel records,
-#                                  one graph-level record per replay (the mode before events)
-#   cupti --graph-nodes            activity with every node's kernel record (graph only; not in
-#                                  the default HOWS)
 # Prints, per workload and configuration, the median us per replay / per launch and the
-# difference and ratio to untraced; checks the issue's targets on 'cupti events' (graph replay
-# with GPU times <= 5 % over untraced; eager launches no worse than the +3.8 us measured before,
-# docs/benchmarks.md), and checks each traced run's trace: one GraphExecution op per replay
-# (events, activity) or 50 kernels per replay and no GraphExecution op (--graph-nodes); eager
-# runs at least EAGER_N kernels; every op linked to its call; no agent_cuda_ops_untimed.
+# difference to untraced; checks the issue's targets (graph replay with GPU times <= 5 % over
+# untraced; eager launches no worse than the +3.8 us measured before, docs/benchmarks.md), and
+# checks each traced graph run's trace: one GraphExecution op per replay (graph-level) or 50
+# kernels per replay and no GraphExecution op (--graph-nodes), every one linked to its call.
 # Writes $OUT/graph_cost.jsonl (one line per run) and $OUT/graph_cost.txt (the summary); exits
 # 1 when a target or a trace check fails.
 set -u
@@ -60,12 +56,11 @@ wait_released() {
   log "probe remover $pid still running after 60 s"
 }
 
-IFS='|' read -r -a hows <<< "${HOWS:-untraced|cpu only|cupti events|cupti activity}"
-nh=${#hows[@]}
+hows=("untraced" "cupti (graph-level)" "cupti --graph-nodes" "cpu only")
 rc=0
 for r in $(seq 1 "$REPS"); do
-  for i in $(seq 0 $((nh - 1))); do
-    how=${hows[$(( (i + r) % nh ))]}
+  for i in 0 1 2 3; do
+    how=${hows[$(( (i + r) % 4 ))]}
     for w in "graph $GRAPH_R" "eager $EAGER_N"; do
       set -- $w
       [ "$how" = "cupti --graph-nodes" ] && [ "$1" = eager ] && continue
@@ -74,15 +69,13 @@ for r in $(seq 1 "$REPS"); do
       db=$W/$tag.db
       case $how in
         untraced) "$PY" $APP $1 $2 --blocks 10 --warm 1 --out "$OUT/graph_cost.jsonl" --meta "$meta" > /dev/null ;;
-        "cupti events") opts=(--gpu cupti); mode=events ;;
-        "cupti activity") opts=(--gpu cupti); mode=activity ;;
-        "cupti --graph-nodes") opts=(--gpu cupti --graph-nodes); mode=activity ;;
-        "cpu only") opts=(--gpu none); mode=events ;;
-        *) log "unknown configuration '$how'"; exit 2 ;;
+        "cupti (graph-level)") opts=(--gpu cupti) ;;
+        "cupti --graph-nodes") opts=(--gpu cupti --graph-nodes) ;;
+        "cpu only") opts=(--gpu none) ;;
       esac
       if [ "$how" != untraced ]; then
         meta="{\"how\": \"$how\", \"round\": $r, \"db\": \"$db\"}"
-        RTL_AGENT_CUPTI=$mode "$BIN" run --runtime cuda "${opts[@]}" --quiet -o "$db" -- "$PY" $APP $1 $2 --blocks 10 --warm 1 \
+        "$BIN" run --runtime cuda "${opts[@]}" --quiet -o "$db" -- "$PY" $APP $1 $2 --blocks 10 --warm 1 \
           --out "$OUT/graph_cost.jsonl" --meta "$meta" > /dev/null 2> "$W/$tag.err" || { log "$how $1 failed:"; tail -5 "$W/$tag.err" >&2; rc=1; }
         wait_released "$W/$tag.err"
       fi
@@ -91,11 +84,10 @@ for r in $(seq 1 "$REPS"); do
   log "round $r done"
 done
 
-"$PY" - "$OUT/graph_cost.jsonl" "$GRAPH_R" "$EAGER_N" <<'EOF' | tee "$OUT/graph_cost.txt"
+"$PY" - "$OUT/graph_cost.jsonl" "$GRAPH_R" <<'EOF' | tee "$OUT/graph_cost.txt"
 import json, sqlite3, statistics, sys
 from collections import defaultdict
-path, graph_r, eager_n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-HOWS = ("untraced", "cpu only", "cupti events", "cupti activity", "cupti --graph-nodes")
+path, graph_r = sys.argv[1], int(sys.argv[2])
 runs = defaultdict(list)
 rows = [json.loads(l) for l in open(path) if l.strip()]
 for r in rows:
@@ -104,19 +96,17 @@ bad = []
 print("Per replay (graph, 50 kernels) and per launch (eager), median of the runs' median blocks, us:")
 for mode, unit in (("graph", "replay"), ("eager", "launch")):
     base = statistics.median(r["per_unit_us"] for r in runs[(mode, "untraced")]) if runs[(mode, "untraced")] else None
-    for how in HOWS:
+    for how in ("untraced", "cupti (graph-level)", "cupti --graph-nodes", "cpu only"):
         v = [r["per_unit_us"] for r in runs[(mode, how)]]
         if not v:
+            if not (mode == "eager" and how == "cupti --graph-nodes"):
+                print(f"  {mode:5} {how:22} no runs"); bad.append(f"{mode} {how}: no runs")
             continue
         m = statistics.median(v)
-        d = "" if base is None or how == "untraced" else f"  {m - base:+.2f} us ({(m - base) * 100 / base:+.1f} %, ratio {m / base:.3f})"
+        d = "" if base is None or how == "untraced" else f"  {m - base:+.2f} us ({(m - base) * 100 / base:+.1f} %)"
         print(f"  {mode:5} {how:22} {m:8.2f} us per {unit} (runs: {', '.join(f'{x:.2f}' for x in v)}){d}")
-    if base is None:
-        bad.append(f"{mode}: no untraced runs")
-    elif not runs[(mode, "cupti events")]:
-        bad.append(f"{mode}: no 'cupti events' runs")
-    else:
-        m = statistics.median(r["per_unit_us"] for r in runs[(mode, "cupti events")])
+    if base is not None and runs[(mode, "cupti (graph-level)")]:
+        m = statistics.median(r["per_unit_us"] for r in runs[(mode, "cupti (graph-level)")])
         if mode == "graph":
             ok = m <= base * 1.05
             print(f"  target: graph replay with GPU times <= 5 % over untraced: {(m - base) * 100 / base:+.1f} % -> {'PASS' if ok else 'FAIL'}")
@@ -126,31 +116,24 @@ for mode, unit in (("graph", "replay"), ("eager", "launch")):
         if not ok:
             bad.append(f"{mode} target")
 # The traces: what each graph run recorded.
-print("Traces of the traced runs (measured region + warm-up: 1 + R replays):")
+print("Traces of the graph runs (measured region + warm-up: 1 + R replays):")
 def q(db, sql):
-    v = sqlite3.connect(f"file:{db}?mode=ro", uri=True).execute(sql).fetchone()
-    return v[0] if v else None
+    return sqlite3.connect(f"file:{db}?mode=ro", uri=True).execute(sql).fetchone()[0]
 for r in rows:
-    if "db" not in r or not r["how"].startswith("cupti"):
+    if r["mode"] != "graph" or "db" not in r or not r["how"].startswith("cupti"):
         continue
     db = r["db"]
-    untimed = q(db, "select coalesce(sum(cast(value as integer)), 0) from rocpd_metadata where tag like 'agent_cuda_%'")
-    source = q(db, "select group_concat(value, ' / ') from rocpd_metadata where tag like 'gpu_source.%'")
     op = "select count(*) from rocpd_op o join rocpd_string s on o.opType_id = s.id where s.string = '{}'"
     spans, kernels = q(db, op.format("GraphExecution")), q(db, op.format("KernelExecution"))
     unlinked = q(db, "select count(*) from rocpd_op o left join rocpd_api_ops l on l.op_id = o.id where l.op_id is null and o.gpuId >= 0")
     replays = 1 + graph_r // 10 * 10
-    if r["mode"] == "eager":
-        ok = kernels >= eager_n and unlinked == 0 and untimed == 0
-        want = f">= {eager_n} kernels, 0 untimed"
-    elif r["how"] in ("cupti events", "cupti activity"):
-        ok = spans == replays and unlinked == 0 and untimed == 0
-        want = f"{replays} GraphExecution, 0 untimed"
+    if r["how"] == "cupti (graph-level)":
+        ok = spans == replays and unlinked == 0
+        want = f"{replays} GraphExecution"
     else:
         ok = spans == 0 and kernels >= replays * r["graph_kernels"] and unlinked == 0
         want = f"0 GraphExecution, >= {replays * r['graph_kernels']} kernels"
-    print(f"  {r['mode']:5} {r['how']:22} round {r['round']}: {spans} GraphExecution, {kernels} kernels, {unlinked} unlinked, "
-          f"{untimed} untimed (want {want}, 0 unlinked) -> {'PASS' if ok else 'FAIL'}\n      gpu_source: {source}")
+    print(f"  {r['how']:22} round {r['round']}: {spans} GraphExecution, {kernels} kernels, {unlinked} unlinked (want {want}, 0 unlinked) -> {'PASS' if ok else 'FAIL'}")
     if not ok:
         bad.append(f"trace {db}")
 print("FAILED: " + "; ".join(bad) if bad else "all checks passed")

@@ -10,8 +10,6 @@ pub(crate) const CUPTI_ERROR_MAX_LIMIT_REACHED: c_int = 12;
 pub(crate) type BufRequested = unsafe extern "C" fn(*mut *mut u8, *mut usize, *mut usize);
 pub(crate) type BufCompleted = unsafe extern "C" fn(*mut c_void, u32, *mut u8, usize, usize);
 pub(crate) type TimestampFn = unsafe extern "C" fn() -> u64;
-/// CUpti_CallbackFunc: (userdata, domain, cbid, cbdata).
-pub(crate) type CallbackFn = unsafe extern "C" fn(*mut c_void, u32, u32, *const c_void);
 
 pub(crate) struct Api {
     pub(crate) register_callbacks: unsafe extern "C" fn(BufRequested, BufCompleted) -> c_int,
@@ -25,11 +23,6 @@ pub(crate) struct Api {
     pub(crate) enable_driver_api: Option<unsafe extern "C" fn(u32, u8) -> c_int>,
     pub(crate) enable_runtime_api: Option<unsafe extern "C" fn(u32, u8) -> c_int>,
     pub(crate) get_timestamp: Option<unsafe extern "C" fn(*mut u64) -> c_int>,
-    /// The callback API (cupti_callbacks.h), for the events mode.
-    pub(crate) subscribe: Option<unsafe extern "C" fn(*mut *mut c_void, CallbackFn, *mut c_void) -> c_int>,
-    pub(crate) enable_callback: Option<unsafe extern "C" fn(u32, *mut c_void, u32, u32) -> c_int>,
-    /// cuptiGetStreamIdEx(context, stream, perThreadStream, *streamId).
-    pub(crate) get_stream_id_ex: Option<unsafe extern "C" fn(*mut c_void, *mut c_void, u8, *mut u32) -> c_int>,
 }
 
 /// The symbol `name` of `h` as a `T`.
@@ -80,9 +73,6 @@ pub(crate) fn load() -> Result<(Api, String), String> {
                     enable_driver_api: sym(h, c"cuptiActivityEnableDriverApi"),
                     enable_runtime_api: sym(h, c"cuptiActivityEnableRuntimeApi"),
                     get_timestamp: sym(h, c"cuptiGetTimestamp"),
-                    subscribe: sym(h, c"cuptiSubscribe"),
-                    enable_callback: sym(h, c"cuptiEnableCallback"),
-                    get_stream_id_ex: sym(h, c"cuptiGetStreamIdEx"),
                 })
             })()
         };

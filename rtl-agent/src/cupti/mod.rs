@@ -36,11 +36,8 @@ use std::sync::{Mutex, OnceLock};
 use rtl_common::agent::{self as wire, ClockDomain, GpuOp, OpKind};
 
 mod correlate;
-mod cuda;
 mod dump;
-pub mod events;
 mod ffi;
-pub mod launch_params;
 mod records;
 pub use correlate::*;
 pub use dump::*;
@@ -77,14 +74,9 @@ struct LiveState {
 static LIVE: OnceLock<Live> = OnceLock::new();
 /// Graph launches come as one graph-level record each (`KIND_GRAPH_TRACE` enabled).
 static GRAPH_LEVEL: AtomicBool = AtomicBool::new(false);
-/// GPU times from the agent's CUDA events (events.rs), no activity records.
-static EVENTS_MODE: AtomicBool = AtomicBool::new(false);
 
 /// What this source captures here (`Info::captures`), once started.
 pub fn captures() -> u32 {
-    if EVENTS_MODE.load(Relaxed) {
-        return wire::CAP_KERNELS | wire::CAP_COPIES | wire::CAP_MEMSETS | wire::CAP_GRAPH_SPANS | wire::CAP_CUDA_EVENTS;
-    }
     let graphs = if GRAPH_LEVEL.load(Relaxed) { wire::CAP_GRAPH_SPANS } else { wire::CAP_GRAPH_NODES };
     wire::CAP_KERNELS | wire::CAP_COPIES | wire::CAP_MEMSETS | graphs
 }
@@ -283,21 +275,6 @@ pub fn start() -> Result<String, (String, i32)> {
     let live = LIVE.get_or_init(|| Live { api, state: Mutex::new(LiveState::default()) });
     let a = &live.api;
     let check = |rc: c_int, what: &str| if rc == CUPTI_SUCCESS { Ok(()) } else { Err((format!("{what} failed (CUptiResult {rc})"), rc)) };
-    // The events mode (the default): no activity record at all; graph nodes one by one need
-    // CUPTI's kernel records, so RTL_AGENT_GRAPH_NODES means the activity mode.
-    if !crate::config_ref().cupti_activity && !crate::graph_nodes() {
-        // SAFETY: functions resolved from libcupti.
-        match unsafe { events::start(a) } {
-            Ok(()) => {
-                EVENTS_MODE.store(true, Relaxed);
-                return Ok(path);
-            }
-            Err(e) => crate::say(&format!(
-                "CUDA events mode unavailable ({e}): CUPTI activity records instead (every kernel instrumented: \
-                 +40 % per graph replay measured on the H200)"
-            )),
-        }
-    }
     // SAFETY: functions resolved from libcupti, called with their documented arguments.
     unsafe {
         if crate::config_ref().cupti_monotonic_clock {
@@ -421,10 +398,6 @@ fn native_clock_domain(a: &Api) -> ClockDomain {
 
 /// Publisher period: hand over the buffers whose records are all complete.
 pub fn poll() {
-    if EVENTS_MODE.load(Relaxed) {
-        poll_events();
-        return;
-    }
     if let Some(l) = LIVE.get() {
         // SAFETY: resolved from libcupti.
         let rc = unsafe { (l.api.flush_all)(0) };
@@ -434,55 +407,10 @@ pub fn poll() {
     }
 }
 
-/// Events mode: converted ops meet their API half in the Correlator, by correlation id.
-fn poll_events() {
-    let (Some(l), Some(e)) = (LIVE.get(), events::get()) else { return };
-    let mut got = Vec::new();
-    e.poll(&mut |op, call| got.push((op, call)));
-    if got.is_empty() {
-        return;
-    }
-    if let Ok(mut st) = l.state.lock() {
-        for (op, call) in got {
-            st.corr.on_api(op.record_index as u32, call);
-            st.corr.on_gpu(op, &mut |o| crate::publish::emit(o, true));
-        }
-    }
-}
-
-/// The publisher's period: short while event-timed ops are pending (their events recycle).
-pub fn poll_period_ms(drain_ms: u64) -> u64 {
-    if EVENTS_MODE.load(Relaxed) && events::pending() > 0 {
-        drain_ms.min(events::POLL_MS)
-    } else {
-        drain_ms
-    }
-}
-
 /// Shutdown: a forced flush (every buffer, complete or not), then ops still waiting for their
 /// API record go out without it.
 pub fn stop() {
     let Some(l) = LIVE.get() else { return };
-    if let Some(e) = events::get() {
-        // Ops still running: waited for up to 1 s, then counted untimed.
-        let deadline = crate::clock::monotonic_ns() + 1_000_000_000;
-        loop {
-            poll_events();
-            if e.in_flight() == 0 || crate::clock::monotonic_ns() > deadline {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
-        e.finish();
-        if let Some(x) = events::stats().filter(|x| !crate::config_ref().quiet && x.untimed > 0) {
-            crate::say(&format!(
-                "CUDA events: {} ops timed ({} with a start event, {} queued behind the previous op), {} untimed \
-                 ({} found the event pool empty)",
-                x.ops, x.with_start_event, x.queued, x.untimed, x.pool_empty
-            ));
-        }
-        return;
-    }
     // SAFETY: resolved from libcupti.
     let rc = unsafe { (l.api.flush_all)(FLAG_FLUSH_FORCED) };
     if rc != CUPTI_SUCCESS {

@@ -22,8 +22,6 @@ pub struct AtomicCounters {
     pub barriers_untimed: AtomicU64,
     pub other_packets: AtomicU64,
     pub copies_untimed: AtomicU64,
-    pub cuda_ops_untimed: AtomicU64,
-    pub cuda_event_pool_empty: AtomicU64,
 }
 
 impl AtomicCounters {
@@ -43,8 +41,6 @@ impl AtomicCounters {
             barriers_untimed: self.barriers_untimed.load(Relaxed),
             other_packets: self.other_packets.load(Relaxed),
             copies_untimed: self.copies_untimed.load(Relaxed),
-            cuda_ops_untimed: self.cuda_ops_untimed.load(Relaxed),
-            cuda_event_pool_empty: self.cuda_event_pool_empty.load(Relaxed),
             ..Default::default()
         }
     }
@@ -64,8 +60,6 @@ impl AtomicCounters {
             &self.barriers_untimed,
             &self.other_packets,
             &self.copies_untimed,
-            &self.cuda_ops_untimed,
-            &self.cuda_event_pool_empty,
         ] {
             c.store(0, Relaxed);
         }

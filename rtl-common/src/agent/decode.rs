@@ -199,8 +199,7 @@ pub(super) fn parse_record(bytes: &[u8], off: usize, index: u32, version: u16) -
             OpKind::from_u8(r.op).ok_or(field("op"))?;
             ClockDomain::from_u8(r.cpu_clock).ok_or(field("cpu_clock"))?;
             ClockDomain::from_u8(r.gpu_clock).ok_or(field("gpu_clock"))?;
-            // Every flag bit is defined (OP_START_IS_PREV_END took the last one).
-            if version == 1 && r.flags & OP_HAS_THREAD_SEQ != 0 {
+            if r.flags & !OP_FLAGS_ALL != 0 || (version == 1 && r.flags & OP_HAS_THREAD_SEQ != 0) {
                 return Err(field("flags"));
             }
             Record::GpuOp(r)
@@ -231,7 +230,7 @@ pub(super) fn parse_record(bytes: &[u8], off: usize, index: u32, version: u16) -
         }
         RecordKind::Counters => {
             // The old, shorter record too: appended fields read as 0.
-            if len != size_of::<Counters>() && len != COUNTERS_LEN_V1 && len != COUNTERS_LEN_V2 && len != COUNTERS_LEN_V3 {
+            if len != size_of::<Counters>() && len != COUNTERS_LEN_V1 && len != COUNTERS_LEN_V2 {
                 return Err(bad_len);
             }
             Record::Counters(read_prefix(bytes, off, len).ok_or(bad_len)?)

@@ -27,10 +27,6 @@ pub(crate) const LOSS_WORDS: &[&str] = &[
     // times were never read)
     "unreadable",
     "copies_untimed",
-    // agent_cuda_ops_untimed, agent_cuda_event_pool_empty (CUDA launches the agent's events
-    // could not time)
-    "ops_untimed",
-    "pool_empty",
 ];
 
 /// Tags with a loss word that count no loss: loader events after which the process ran on
@@ -150,15 +146,7 @@ mod loss_tag_tests {
 
     #[test]
     fn loss_counters_are_told_from_others() {
-        for t in [
-            "ringbuf_drops",
-            "strings_unreadable",
-            "agent_copies_untimed",
-            "agent_cuda_ops_untimed",
-            "agent_cuda_event_pool_empty",
-            "agent_graph_batches_skipped",
-            "gpu_join_calls_dropped",
-        ] {
+        for t in ["ringbuf_drops", "strings_unreadable", "agent_copies_untimed", "agent_graph_batches_skipped", "gpu_join_calls_dropped"] {
             assert!(is_drop_tag(t), "{t} counts lost data");
         }
         for t in ["loader_events_skipped", "strings_read_at_return", "loader_stops", "gpu_join_calls_peak", "agent_batches"] {

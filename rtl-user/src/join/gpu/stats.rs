@@ -31,8 +31,6 @@ pub struct GpuStats {
     pub barriers_untimed: u64,
     pub other_packets: u64,
     pub copies_untimed: u64,
-    pub cuda_ops_untimed: u64,
-    pub cuda_event_pool_empty: u64,
 }
 
 impl GpuStats {
@@ -76,8 +74,6 @@ impl GpuJoiner {
             ("agent_barriers_untimed", self.stats.barriers_untimed),
             ("agent_other_packets", self.stats.other_packets),
             ("agent_copies_untimed", self.stats.copies_untimed),
-            ("agent_cuda_ops_untimed", self.stats.cuda_ops_untimed),
-            ("agent_cuda_event_pool_empty", self.stats.cuda_event_pool_empty),
         ] {
             out.push(Row::Meta(MetaRow { tag: tag.into(), value: v.to_string() }));
         }
@@ -96,8 +92,6 @@ impl GpuJoiner {
             self.stats.barriers_untimed += c.barriers_untimed;
             self.stats.other_packets += c.other_packets;
             self.stats.copies_untimed += c.copies_untimed;
-            self.stats.cuda_ops_untimed += c.cuda_ops_untimed;
-            self.stats.cuda_event_pool_empty += c.cuda_event_pool_empty;
         }
     }
 }
@@ -108,8 +102,6 @@ pub fn gpu_source_text(source: Option<Source>, captures: u32) -> String {
     let name = match source {
         Some(Source::Hsa) => "HSA capture (stock ROCm)",
         Some(Source::Clr) => "hipProfiler*Ext (HIP CLR)",
-        Some(Source::Cupti) if captures & agent::CAP_CUDA_EVENTS != 0 => "CUDA events (CUPTI callbacks, no activity records)",
-        Some(Source::Cupti) if captures != 0 => "CUPTI activity records",
         Some(Source::Cupti) => "CUPTI",
         Some(Source::None) | None => "unknown source",
     };

@@ -153,13 +153,7 @@ fn source_lines() {
     assert_eq!(gpu_source_text(Some(Source::Hsa), 0), "HSA capture (stock ROCm)");
     assert_eq!(
         gpu_source_text(Some(Source::Cupti), agent::CAP_KERNELS | agent::CAP_COPIES | agent::CAP_MEMSETS | agent::CAP_GRAPH_SPANS),
-        "CUPTI activity records: kernels, copies, memsets, graph spans; not captured: barriers, graph nodes one by one (opt in: run --graph-nodes)"
-    );
-    let events = agent::CAP_KERNELS | agent::CAP_COPIES | agent::CAP_MEMSETS | agent::CAP_GRAPH_SPANS | agent::CAP_CUDA_EVENTS;
-    assert_eq!(
-        gpu_source_text(Some(Source::Cupti), events),
-        "CUDA events (CUPTI callbacks, no activity records): kernels, copies, memsets, graph spans; \
-         not captured: barriers, graph nodes one by one (opt in: run --graph-nodes)"
+        "CUPTI: kernels, copies, memsets, graph spans; not captured: barriers, graph nodes one by one (opt in: run --graph-nodes)"
     );
     assert!(!status_text(Some(Status::ApiMissing), 0, true).contains("--gpu hsa"), "no advice to use what is on");
     assert!(status_text(Some(Status::ApiMissing), 0, false).contains("--gpu hsa"));
