@@ -117,7 +117,7 @@ fn correlates_in_either_order_and_graph_nodes_share_the_call() {
     frames.push(DumpFrame::Record { rec: api_bytes(KIND_DRIVER, 514, 11, 300, 400, 43), name: vec![] });
     for i in 0..3 {
         let mut rec = kernel_bytes(11, 700 + i, 750 + i, 5);
-        rec[144..152].copy_from_slice(&(1000 + i as u64).to_le_bytes()); // graphNodeId
+        rec[144..152].copy_from_slice(&(1000 + i).to_le_bytes()); // graphNodeId
         frames.push(DumpFrame::Record { rec, name: b"_Z1gv".to_vec() });
     }
     // A kernel whose API record never comes.
