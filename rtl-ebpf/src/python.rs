@@ -54,7 +54,7 @@ pub fn python_stack(api_id: u32, pid_tgid: u64) {
     if me == 0 {
         return;
     }
-    let Some(ts) = thread_state(&p, pid_tgid, me) else {
+    let Some((ts, first)) = thread_state(&p, pid_tgid, me) else {
         crate::helpers::bump(counter::PY_NO_THREAD);
         return;
     };
@@ -104,20 +104,28 @@ pub fn python_stack(api_id: u32, pid_tgid: u64) {
             return;
         }
         let bytes = core::slice::from_raw_parts(buf as *const u8, total);
-        if crate::maps::EVENTS.output::<[u8]>(bytes, crate::helpers::wakeup_flags(total)).is_err() {
+        // A thread's first Python record (its state just found) wakes the collector at once:
+        // frames are named by reading the live process, and a short script's `<module>` code
+        // object is freed as soon as its top level ends, often before the collector's timer
+        // drains the ring buffer (CPython 3.12 on a fast machine: every call's `<module>` frame
+        // unnamed). Once per thread: the wake-up's cost stays off the hot path.
+        const BPF_RB_FORCE_WAKEUP: u64 = 2;
+        let flags = if first { BPF_RB_FORCE_WAKEUP } else { crate::helpers::wakeup_flags(total) };
+        if crate::maps::EVENTS.output::<[u8]>(bytes, flags).is_err() {
             crate::helpers::bump(counter::PY_STACKS_LOST);
         }
     }
 }
 
-/// The thread state whose `thread_id` is `me`: the one cached for this thread if it still is,
-/// else found in the main interpreter's list (at most [`PY_THREADS_MAX`] entries).
+/// The thread state whose `thread_id` is `me`, and whether it was just found: the one cached
+/// for this thread if it still is, else found in the main interpreter's list (at most
+/// [`PY_THREADS_MAX`] entries).
 #[inline(always)]
-fn thread_state(p: &PyProc, pid_tgid: u64, me: u64) -> Option<u64> {
+fn thread_state(p: &PyProc, pid_tgid: u64, me: u64) -> Option<(u64, bool)> {
     // SAFETY: read-only lookup of a plain value.
     if let Some(&ts) = unsafe { PY_TSTATES.get(&pid_tgid) } {
         if rd(ts + p.ts_thread_id as u64) == Some(me) {
-            return Some(ts);
+            return Some((ts, false));
         }
     }
     let interp = rd(p.runtime + p.interp_head as u64)?;
@@ -129,7 +137,7 @@ fn thread_state(p: &PyProc, pid_tgid: u64, me: u64) -> Option<u64> {
         }
         if rd(ts + p.ts_thread_id as u64) == Some(me) {
             let _ = PY_TSTATES.insert(&pid_tgid, &ts, 0);
-            return Some(ts);
+            return Some((ts, true));
         }
         ts = rd(ts + p.ts_next as u64)?;
         i += 1;

@@ -2,7 +2,7 @@
 """Python call sites (issue 17): HIP calls through ctypes from known Python functions.
 
 Each HIP call is made on a line that also notes, from the interpreter itself, the function
-(`co_qualname`) and line of that call: the ground truth, written to --truth as lines
+(`co_qualname`, or `co_name` on 3.10) and line of that call: the ground truth, written to --truth as lines
 "API<TAB>FUNCTION<TAB>LINE<TAB>CALLS". The calls come from a module-level function, a method,
 a closure, a recursion 12 deep, a generator, and a second thread (ctypes releases the GIL
 around each foreign call, so the tracer must find the calling thread's own state).
@@ -21,7 +21,9 @@ TRUTH = collections.Counter()
 
 def note(api):
     caller = sys._getframe(1)
-    TRUTH[(api, caller.f_code.co_qualname, caller.f_lineno)] += 1
+    code = caller.f_code
+    # 3.10's code objects have only `co_name` (`co_qualname` is 3.11+): the name the tracer gives.
+    TRUTH[(api, getattr(code, "co_qualname", code.co_name), caller.f_lineno)] += 1
 
 class Dim3(ctypes.Structure):
     _fields_ = [("x", ctypes.c_uint), ("y", ctypes.c_uint), ("z", ctypes.c_uint)]
