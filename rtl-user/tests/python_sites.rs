@@ -7,6 +7,9 @@
 //! thread's bootstrap (the second thread). One test per CPython of this machine's image and
 //! `--stacks` mode: Debian 12's 3.11 (/usr/bin/python3, non-PIE, the interpreter linked in) and
 //! pyenv's 3.10, 3.12 and 3.13 (`libpython3.X.so`). A missing interpreter fails its test.
+//! The workload exits right after its last call: frames are named from the probe's copies of
+//! their code objects, not from the live process (`*_after_exit`: the collector made to decode
+//! nothing before the process is gone).
 
 use crate::common;
 
@@ -39,21 +42,24 @@ fn python((name, path, version): (&str, &str, (u8, u8))) -> std::path::PathBuf {
     p
 }
 
-fn trace(py: &std::path::Path, mode: &str) -> (tempfile::TempDir, std::path::PathBuf, Sites) {
+fn trace(py: &std::path::Path, mode: &str, decode_after_exit: bool) -> (tempfile::TempDir, std::path::PathBuf, Sites) {
     require_root();
     let d = tmpdir();
     let db = d.path().join("t.db");
     let truth = d.path().join("truth.tsv");
     let script = root().join("tests/workloads/python_sites.py");
-    let out = std::process::Command::new(rtl())
+    let mut cmd = std::process::Command::new(rtl());
+    if decode_after_exit {
+        // The collector decodes no record before the workload has exited and been reaped.
+        cmd.env("RTL_TEST_DECODE_AFTER_EXIT", "1");
+    }
+    let out = cmd
         .args(["run", "--quiet", "--stacks", mode, "-o"])
         .arg(&db)
         .arg("--")
         .arg(py)
         .arg(&script)
-        // Alive 3 s after its last call: the names are read from the live process (a collector
-        // that lags a short workload at high load read some code objects after it exited).
-        .args(["--linger", "3", "--reps", &REPS.to_string(), "--truth"])
+        .args(["--reps", &REPS.to_string(), "--truth"])
         .arg(&truth)
         .env("LD_LIBRARY_PATH", sim_lib())
         .output()
@@ -84,14 +90,29 @@ fn sites(c: &Connection) -> Sites {
     m
 }
 
-fn check(interp: (&str, &str, (u8, u8)), mode: &str) {
+fn check(interp: (&str, &str, (u8, u8)), mode: &str, decode_after_exit: bool) {
     let py = python(interp);
-    let (_d, db, truth) = trace(&py, mode);
+    let (_d, db, truth) = trace(&py, mode, decode_after_exit);
     let c = Connection::open(&db).unwrap();
     assert_eq!(truth.values().sum::<usize>(), REPS * 8, "the workload's own count");
     assert_eq!(sites(&c), truth, "--stacks {mode}: (API, Python site, line) -> calls");
-    for tag in ["python_stacks_unmatched", "python_stacks_truncated", "stacks_without_call"] {
+    // Every frame named, with its line: from the probe's copies, whenever the records are decoded.
+    for tag in [
+        "python_stacks_unmatched",
+        "python_stacks_truncated",
+        "stacks_without_call",
+        "python_frame_lines_unknown",
+        "python_code_records_unusable",
+        "python_code_records_lost_in_probe",
+        "python_code_objects_unreadable_in_probe",
+    ] {
         assert_eq!(meta(&db, tag).as_deref(), Some("0"), "{tag}");
+    }
+    let copies: u64 = meta(&db, "python_code_records").and_then(|v| v.parse().ok()).unwrap_or(0);
+    // The workload's code objects on the calls' stacks: <module>, main, plain, Model.forward...
+    assert!(copies >= 8, "code objects copied by the probe: {copies}");
+    if decode_after_exit {
+        assert_eq!(meta(&db, "python_code_objects_read_live").as_deref(), Some("0"), "nothing could be read from the exited process");
     }
     assert_eq!(meta(&db, "python_processes").as_deref(), Some("1"));
     chains_named(&c, interp.2, mode);
@@ -162,40 +183,62 @@ fn meta_of(c: &Connection, tag: &str) -> String {
 
 #[test]
 fn py310_dwarf() {
-    check(PY310, "dwarf");
+    check(PY310, "dwarf", false);
 }
 
 #[test]
 fn py310_fp() {
-    check(PY310, "fp");
+    check(PY310, "fp", false);
 }
 
 #[test]
 fn py311_dwarf() {
-    check(PY311, "dwarf");
+    check(PY311, "dwarf", false);
 }
 
 #[test]
 fn py311_fp() {
-    check(PY311, "fp");
+    check(PY311, "fp", false);
 }
 
 #[test]
 fn py312_dwarf() {
-    check(PY312, "dwarf");
+    check(PY312, "dwarf", false);
 }
 
 #[test]
 fn py312_fp() {
-    check(PY312, "fp");
+    check(PY312, "fp", false);
 }
 
 #[test]
 fn py313_dwarf() {
-    check(PY313, "dwarf");
+    check(PY313, "dwarf", false);
 }
 
 #[test]
 fn py313_fp() {
-    check(PY313, "fp");
+    check(PY313, "fp", false);
+}
+
+/// A collector that decodes nothing before the workload has exited (the lag of a loaded
+/// machine, made total): every site still exact, every frame named, nothing read live.
+#[test]
+fn py310_after_exit() {
+    check(PY310, "dwarf", true);
+}
+
+#[test]
+fn py311_after_exit() {
+    check(PY311, "dwarf", true);
+}
+
+#[test]
+fn py312_after_exit() {
+    check(PY312, "fp", true);
+}
+
+#[test]
+fn py313_after_exit() {
+    check(PY313, "dwarf", true);
 }

@@ -55,6 +55,15 @@ impl LoopEnd {
     }
 }
 
+/// Test knob: with `run`, no record is decoded before the command has exited and been reaped
+/// (the records wait in the spool), as a collector lagging far behind a short-lived process
+/// would; tests use it to check what must not need the process alive.
+pub const DECODE_AFTER_EXIT_KNOB: &str = "RTL_TEST_DECODE_AFTER_EXIT";
+
+fn decode_after_exit_knob() -> bool {
+    std::env::var_os(DECODE_AFTER_EXIT_KNOB).is_some_and(|v| v == "1")
+}
+
 /// Runs the event loop to its end; then nothing is stopped any more: the probes are quiesced
 /// and every process still stopped at a loader event is continued, whatever the loop did.
 pub(super) fn run(s: &mut Session, rt: &tokio::runtime::Runtime, signals: Signals, opts: &TraceOpts) -> Result<LoopEnd> {
@@ -88,6 +97,10 @@ async fn event_loop(s: &mut Session, signals: Signals, opts: &TraceOpts) -> Resu
     // Set once the session decided to stop: the probes are quiesced, the reader makes its last
     // pass, and the loop goes on until the backlog is written.
     let mut stopping: Option<(&str, Instant)> = None;
+    let hold_decoding = child.is_some() && decode_after_exit_knob();
+    if hold_decoding {
+        say(&format!("{DECODE_AFTER_EXIT_KNOB} is set: no record is decoded before the command exits (a test knob)"));
+    }
     loop {
         let mut stop_reason = None;
         tokio::select! {
@@ -222,7 +235,7 @@ async fn event_loop(s: &mut Session, signals: Signals, opts: &TraceOpts) -> Resu
                 let permit = permit.map_err(|_| anyhow!("the trace writer stopped"))?;
                 permit.send(WriterMsg::Rows(std::mem::take(&mut rows)));
             }
-            chunk = spool.next(), if rows.is_empty() => {
+            chunk = spool.next(), if rows.is_empty() && (!hold_decoding || child_exit.is_some()) => {
                 let Some(chunk) = chunk else { break };
                 consume(spool, chunk, joiner, &mut rows, &mut tracked, mode)?;
                 python_map(probes, joiner);
