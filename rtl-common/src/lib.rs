@@ -54,6 +54,10 @@ pub enum EventKind {
     /// in `PY_PROCS` ([`python::PyStackHead`] followed by `count` [`python::PyFrameRaw`]).
     /// Written just before that call's [`EventKind::UserStack`] record, by the same thread.
     PythonStack = 13,
+    /// What naming a code object needs, copied the first time the probe saw it in a process
+    /// ([`python::PyCodeHead`], its texts and line table). Written before the `PythonStack`
+    /// record whose frames refer to it, by the same thread.
+    PythonCode = 14,
 }
 
 impl EventKind {
@@ -72,6 +76,7 @@ impl EventKind {
             11 => Self::StringLate,
             12 => Self::UserStack,
             13 => Self::PythonStack,
+            14 => Self::PythonCode,
             _ => return None,
         })
     }
@@ -366,7 +371,12 @@ pub mod counter {
     /// Python frame walks that found no thread state for the calling thread (a thread that
     /// never ran Python, or more threads than the walk follows).
     pub const PY_NO_THREAD: u32 = 11;
-    pub const LEN: u32 = 12;
+    /// Code objects first seen whose `PythonCode` record was not written (ring buffer full):
+    /// retried at the next call that has them; meanwhile named from the live process.
+    pub const PY_CODES_LOST: u32 = 12;
+    /// Code objects whose head the probe could not read (named from the live process).
+    pub const PY_CODES_UNREADABLE: u32 = 13;
+    pub const LEN: u32 = 14;
 }
 
 /// Offsets in glibc's (and musl's) `struct r_debug` and `struct link_map` on x86-64

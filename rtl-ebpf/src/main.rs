@@ -29,6 +29,7 @@ mod loader;
 mod maps;
 mod publish;
 mod python;
+mod python_code;
 mod stacks;
 mod strings;
 mod task;

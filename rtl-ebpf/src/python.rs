@@ -6,8 +6,11 @@
 //! the main interpreter's thread list (bounded, cached per thread and checked on every use):
 //! not "the GIL holder", since ctypes and extensions release the GIL around foreign calls.
 //! Then the frame chain is followed, one bounded read per frame, and (code object, instruction
-//! word, flags) copied for the collector to name while the process lives.
+//! word, flags) copied for the collector to name. A code object not yet sent for this process
+//! is copied first ([`crate::python_code`]): a check per frame in a per-CPU cache, the copy
+//! only on first sight.
 
+use crate::python_code::{check_frame, fresh, slot, Check, Seen, SEEN_SLOTS};
 use aya_ebpf::{
     helpers::bpf_probe_read_user,
     macros::map,
@@ -27,16 +30,27 @@ static PY_PROCS: HashMap<u32, PyProc> = HashMap::with_max_entries(4096, 0);
 #[map]
 static PY_TSTATES: LruHashMap<u64, u64> = LruHashMap::with_max_entries(16384, 0);
 
-/// A record being assembled, and one frame's bytes (per CPU; too large for the BPF stack).
+/// A record being assembled, one frame's bytes, and the code objects this CPU knows are sent
+/// (per CPU; too large for the BPF stack).
 #[repr(C)]
 pub struct PyScratch {
-    head: PyStackHead,
-    frames: [PyFrameRaw; PY_FRAMES_MAX],
+    pub head: PyStackHead,
+    pub frames: [PyFrameRaw; PY_FRAMES_MAX],
     window: [u8; PY_FRAME_WINDOW_MAX as usize + 8],
+    pub seen: [Seen; SEEN_SLOTS],
+    /// Set by the walk when a frame's code object is not fresh in `seen` (kept in the map, not
+    /// in a register: a register per-frame bit would multiply the verifier's states).
+    unsent: u64,
 }
 
 #[map]
 static PY_SCRATCH: PerCpuArray<PyScratch> = PerCpuArray::with_max_entries(1, 0);
+
+/// This CPU's walk scratch.
+#[inline(always)]
+pub fn scratch() -> Option<*mut PyScratch> {
+    PY_SCRATCH.get_ptr_mut(0)
+}
 
 #[inline(always)]
 fn rd(addr: u64) -> Option<u64> {
@@ -58,7 +72,7 @@ pub fn python_stack(api_id: u32, pid_tgid: u64) {
         crate::helpers::bump(counter::PY_NO_THREAD);
         return;
     };
-    let Some(buf) = PY_SCRATCH.get_ptr_mut(0) else { return };
+    let Some(buf) = scratch() else { return };
     let mut frame = rd(ts + p.ts_frame as u64).unwrap_or(0);
     if p.cframe_current != PY_NO_CFRAME && frame != 0 {
         frame = rd(frame + p.cframe_current as u64).unwrap_or(0);
@@ -71,10 +85,15 @@ pub fn python_stack(api_id: u32, pid_tgid: u64) {
     let (code_at, prev_at, instr_at, flags_at) = (rel(p.frame_code), rel(p.frame_previous), rel(p.frame_instr), rel(p.frame_flags));
     let mut n = 0usize;
     let mut truncated = 0u32;
+    // SAFETY: helper without preconditions.
+    let now = unsafe { aya_ebpf::helpers::bpf_ktime_get_ns() };
+    let owner = (u64::from(p.generation) << 32) | (pid_tgid >> 32);
+    let copies = p.code_head_len != 0;
     // SAFETY: the per-CPU scratch is this program's alone while it runs; every access is
     // bounded by its arrays (indices masked or checked); user reads are checked.
     unsafe {
         let win = (*buf).window.as_mut_ptr();
+        (*buf).unsent = 0;
         while n < PY_FRAMES_MAX {
             if frame == 0 {
                 break;
@@ -85,10 +104,14 @@ pub fn python_stack(api_id: u32, pid_tgid: u64) {
             }
             let word = |at: usize| core::ptr::read_unaligned(win.add(at) as *const u64);
             let Some(f) = (*buf).frames.get_mut(n) else { break };
-            f.code = word(code_at);
+            let code = word(code_at);
+            f.code = code;
             f.instr = word(instr_at);
             f.flags = word(flags_at) & 0xffff;
             frame = word(prev_at);
+            if copies && !fresh(&(*buf).seen[slot(code)], code, owner, now) {
+                (*buf).unsent = 1;
+            }
             n += 1;
         }
         if n == PY_FRAMES_MAX && frame != 0 {
@@ -97,8 +120,13 @@ pub fn python_stack(api_id: u32, pid_tgid: u64) {
         if n == 0 {
             return;
         }
-        (*buf).head =
-            PyStackHead { hdr: crate::helpers::header(EventKind::PythonStack, api_id, pid_tgid), count: n as u32, truncated, tstate: ts };
+        if (*buf).unsent != 0 {
+            // Copies of the code objects not known sent go first, in ring-buffer order.
+            let mut c = Check { p, pid_tgid, owner, now, api_id, _pad: 0 };
+            aya_ebpf::helpers::generated::bpf_loop(n as u32, check_frame as *mut _, &mut c as *mut Check as *mut _, 0);
+        }
+        let hdr = rtl_common::EventHeader { kind: EventKind::PythonStack as u32, api_id, pid_tgid, ts_ns: now };
+        (*buf).head = PyStackHead { hdr, count: n as u32, truncated, tstate: ts };
         let total = core::mem::size_of::<PyStackHead>() + (n & (PY_FRAMES_MAX * 2 - 1)) * core::mem::size_of::<PyFrameRaw>();
         if total > core::mem::size_of::<PyStackHead>() + PY_FRAMES_MAX * core::mem::size_of::<PyFrameRaw>() {
             return;

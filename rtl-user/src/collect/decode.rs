@@ -27,6 +27,8 @@ pub enum Event {
     UserStack(rtl_common::UserStackHead, Vec<u8>),
     /// The Python frames at an API's entry (written before its user stack).
     PythonStack(rtl_common::python::PyStackHead, Vec<rtl_common::python::PyFrameRaw>),
+    /// A code object's copy, made the first time the probe saw it in its process.
+    PythonCode(crate::stacks::python::code_record::CodeRecord),
 }
 
 /// What an exec record says about the new image (empty strings where the kernel could not read).
@@ -125,6 +127,7 @@ pub fn decode(b: &[u8]) -> Result<Event, DecodeError> {
             let (head, frames) = crate::collect::stack_record::decode_python(b).ok_or_else(wrong)?;
             Event::PythonStack(head, frames)
         }
+        EventKind::PythonCode => Event::PythonCode(crate::stacks::python::code_record::decode(b).ok_or_else(wrong)?),
     })
 }
 

@@ -189,6 +189,7 @@ impl Joiner {
                 out.extend(site_rows.into_iter().map(Row::Site));
             }
             Event::PythonStack(head, frames) => self.stacks.python.on_record(&head, frames),
+            Event::PythonCode(rec) => self.stacks.python.on_code(&rec),
             Event::StringLate(h, text) => self.pairer.late_text(h.pid_tgid, h.api_id, text),
             Event::Exit(x) => {
                 self.last_ts = self.last_ts.max(x.hdr.ts_ns);

@@ -422,6 +422,8 @@ impl Probes {
             ("stacks_lost_in_probe", self.counter(counter::STACKS_LOST).to_string()),
             ("python_stacks_lost_in_probe", self.counter(counter::PY_STACKS_LOST).to_string()),
             ("python_threads_not_found", self.counter(counter::PY_NO_THREAD).to_string()),
+            ("python_code_records_lost_in_probe", self.counter(counter::PY_CODES_LOST).to_string()),
+            ("python_code_objects_unreadable_in_probe", self.counter(counter::PY_CODES_UNREADABLE).to_string()),
             ("loader_events_lost", self.counter(counter::LOADER_EVENTS_LOST).to_string()),
             ("loader_events_skipped", self.counter(counter::LOADER_SKIPPED).to_string()),
             ("agent_batches_truncated", self.counter(counter::AGENT_TRUNCATED).to_string()),
@@ -443,7 +445,7 @@ unsafe impl aya::Pod for LoaderNameValue {}
 #[repr(transparent)]
 struct PyProcValue(rtl_common::python::PyProc);
 
-// SAFETY: plain #[repr(C)] integers (a u64, then ten u32s), no padding.
+// SAFETY: plain #[repr(C)] integers (a u64, then twenty u32s), no padding.
 unsafe impl aya::Pod for PyProcValue {}
 
 /// Checks whether a file looks like something we can attach to, with a clear error if not.

@@ -53,11 +53,17 @@ pub fn text(pid: u32, addr: u64, layout: &CodeLayout, types: &Types) -> Option<S
     if !read(pid, addr + data, &mut b) {
         return None;
     }
-    Some(match kind {
+    Some(chars(&b, kind))
+}
+
+/// A compact `str`'s character data of `kind` (1: Latin-1, 2: UCS-2, 4: UCS-4) as text; a
+/// value that is no character is U+FFFD.
+pub fn chars(b: &[u8], kind: u32) -> String {
+    match kind {
         1 => b.iter().map(|&c| c as char).collect(),
         2 => b.chunks_exact(2).map(|c| char::from_u32(u32::from(u16::from_le_bytes([c[0], c[1]]))).unwrap_or('\u{fffd}')).collect(),
         _ => b.chunks_exact(4).map(|c| char::from_u32(u32::from_le_bytes([c[0], c[1], c[2], c[3]])).unwrap_or('\u{fffd}')).collect(),
-    })
+    }
 }
 
 /// A `bytes` object's contents (at most [`MAX_LINETABLE`]).
@@ -83,6 +89,8 @@ pub struct CodeInfo {
     pub linetable: Vec<u8>,
     /// Absolute address of the first instruction (3.11+); 0 for 3.10 (its frames give an index).
     pub first_instr: u64,
+    /// The whole line table (false: the probe's copy was cut: a line past it is unknown).
+    pub linetable_complete: bool,
 }
 
 /// Reads code object `addr`: None when it is not a code object or a part is unreadable.
@@ -99,5 +107,6 @@ pub fn code(pid: u32, addr: u64, layout: &CodeLayout, types: &Types) -> Option<C
         first_line,
         linetable: bytes(pid, word(&head, layout.linetable)?, types)?,
         first_instr: layout.code_adaptive.map_or(0, |o| addr + o),
+        linetable_complete: true,
     })
 }

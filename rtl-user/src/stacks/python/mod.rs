@@ -10,6 +10,7 @@
 //! read once per (process, code object)) and split into the runs each evaluation-loop call ran,
 //! which replace that loop's native frames (`_PyEval_EvalFrameDefault`) innermost first.
 
+pub mod code_record;
 pub mod elf;
 pub mod linetable;
 pub mod memory;
@@ -58,8 +59,19 @@ pub struct PyStats {
     pub processes: u64,
     pub records: u64,
     pub frames: u64,
-    /// Frames whose code object could not be read (the process had exited, or not a code object).
+    /// Frames whose code object could not be named: no usable copy from the probe and the live
+    /// read failed (the process had exited, or not a code object).
     pub unresolved: u64,
+    /// Code objects copied by the probe (`PythonCode` records) and usable.
+    pub code_records: u64,
+    /// `PythonCode` records not usable (not a code object / its strings not `str`, texts cut):
+    /// their frames are named from the live process.
+    pub code_records_unusable: u64,
+    /// Frames named from the live process (no usable copy, or a line past a cut line table).
+    pub named_live: u64,
+    /// Frames named without a line: it lies past the probe's cut copy of the line table and
+    /// the process could no longer be read.
+    pub lines_unknown: u64,
     /// Records whose call's user stack never came (or came for another call).
     pub unmatched: u64,
     pub truncated: u64,
@@ -73,6 +85,8 @@ pub struct Python {
     /// Per thread: the Python frames of the call just entered (api id, frames).
     pending: HashMap<u64, (u32, Vec<PyFrameRaw>)>,
     code: HashMap<(u32, u64), Option<Arc<CodeInfo>>>,
+    /// Numbers the processes' descriptions (`PyProc::generation`).
+    generation: u32,
     pub stats: PyStats,
 }
 
@@ -84,6 +98,7 @@ impl Default for Python {
             ops: Vec::new(),
             pending: HashMap::new(),
             code: HashMap::new(),
+            generation: 0,
             stats: PyStats::default(),
         }
     }
@@ -117,7 +132,8 @@ impl Python {
             unicode: interp.unicode_type.wrapping_add(bias),
             bytes: interp.bytes_type.wrapping_add(bias),
         };
-        let probe = PyProc { runtime, ..layout.probe };
+        self.generation = self.generation.wrapping_add(1);
+        let probe = code_record::describe(PyProc { runtime, generation: self.generation, ..layout.probe }, &layout.code);
         self.forget_code(pid);
         self.procs.insert(pid, Arc::new(Process { layout, types, probe }));
         self.stats.processes += 1;
@@ -214,35 +230,71 @@ impl Python {
         runs
     }
 
-    /// Names one frame; None for a frame that has not started (its instruction before the
-    /// code's first: 3.11's incomplete frames).
-    fn name(&mut self, pid: u32, p: &Process, f: &PyFrameRaw) -> Option<Frame> {
-        let info = match self.code.get(&(pid, f.code)) {
-            Some(i) => i.clone(),
-            None => {
-                let i = memory::code(pid, f.code, &p.layout.code, &p.types).map(Arc::new);
-                if self.code.len() < MAX_CODE_OBJECTS {
-                    self.code.insert((pid, f.code), i.clone());
+    /// A `PythonCode` record: the probe's copy of a code object, which names its frames from
+    /// now on (replacing what was known at that address: the probe sends a code object again
+    /// when its fingerprint changed).
+    pub fn on_code(&mut self, rec: &code_record::CodeRecord) {
+        let pid = (rec.head.hdr.pid_tgid >> 32) as u32;
+        let Some(p) = self.procs.get(&pid) else { return };
+        match code_record::info(rec, &p.layout.code, &p.types) {
+            Some(info) => {
+                self.stats.code_records += 1;
+                if self.code.len() < MAX_CODE_OBJECTS || self.code.contains_key(&(pid, rec.head.code)) {
+                    self.code.insert((pid, rec.head.code), Some(Arc::new(info)));
                 }
-                i
             }
+            None => {
+                self.stats.code_records_unusable += 1;
+                // What was known at this address is another code object's: read it anew.
+                self.code.remove(&(pid, rec.head.code));
+            }
+        }
+    }
+
+    /// Names one frame; None for a frame that has not started (its instruction before the
+    /// code's first: 3.11's incomplete frames). The probe's copy first; the live process when
+    /// there is none or the line lies past the copy's cut line table.
+    fn name(&mut self, pid: u32, p: &Process, f: &PyFrameRaw) -> Option<Frame> {
+        let known = self.code.get(&(pid, f.code)).cloned();
+        let mut info = match known {
+            Some(i) => i,
+            None => self.read_live(pid, p, f.code),
         };
+        let mut line = None;
+        if let Some(i) = &info {
+            line = line_of(p, i, f)?;
+            if line.is_none() && !i.linetable_complete {
+                match memory::code(pid, f.code, &p.layout.code, &p.types) {
+                    Some(live) => {
+                        self.stats.named_live += 1;
+                        let live = Arc::new(live);
+                        line = line_of(p, &live, f)?;
+                        self.code.insert((pid, f.code), Some(live.clone()));
+                        info = Some(live);
+                    }
+                    // The line is past what was copied and the process is gone: no line
+                    // rather than a wrong one.
+                    None => self.stats.lines_unknown += 1,
+                }
+            }
+        }
         let Some(info) = info else {
             self.stats.unresolved += 1;
             return Some(Frame { code: f.code, info: None, line: None });
         };
-        let line = if p.layout.code.code_adaptive.is_some() {
-            let off = f.instr.checked_sub(info.first_instr)?;
-            linetable::line_311(&info.linetable, info.first_line, off)
-        } else {
-            // 3.10: `f_lasti`, an int index of code units (-1 before the first).
-            let lasti = f.instr as u32 as i32;
-            if lasti < 0 {
-                return None;
-            }
-            linetable::line_310(&info.linetable, info.first_line, lasti as u64 * 2)
-        };
         Some(Frame { code: f.code, info: Some(info), line })
+    }
+
+    /// Reads a code object from the live process (None when unreadable), remembering the answer.
+    fn read_live(&mut self, pid: u32, p: &Process, code: u64) -> Option<Arc<CodeInfo>> {
+        let i = memory::code(pid, code, &p.layout.code, &p.types).map(Arc::new);
+        if i.is_some() {
+            self.stats.named_live += 1;
+        }
+        if self.code.len() < MAX_CODE_OBJECTS || self.code.contains_key(&(pid, code)) {
+            self.code.insert((pid, code), i.clone());
+        }
+        i
     }
 
     pub fn meta(&self) -> Vec<(&'static str, String)> {
@@ -252,10 +304,30 @@ impl Python {
             ("python_stack_records", s.records.to_string()),
             ("python_frames", s.frames.to_string()),
             ("python_frames_unresolved", s.unresolved.to_string()),
+            ("python_code_records", s.code_records.to_string()),
+            ("python_code_records_unusable", s.code_records_unusable.to_string()),
+            ("python_code_objects_read_live", s.named_live.to_string()),
+            ("python_frame_lines_unknown", s.lines_unknown.to_string()),
             ("python_stacks_unmatched", s.unmatched.to_string()),
             ("python_stacks_truncated", s.truncated.to_string()),
         ]
     }
+}
+
+/// The line of a frame in its code object: Some(None) when the table has none for it, None
+/// for a frame that has not started.
+fn line_of(p: &Process, info: &CodeInfo, f: &PyFrameRaw) -> Option<Option<i64>> {
+    Some(if p.layout.code.code_adaptive.is_some() {
+        let off = f.instr.checked_sub(info.first_instr)?;
+        linetable::line_311(&info.linetable, info.first_line, off)
+    } else {
+        // 3.10: `f_lasti`, an int index of code units (-1 before the first).
+        let lasti = f.instr as u32 as i32;
+        if lasti < 0 {
+            return None;
+        }
+        linetable::line_310(&info.linetable, info.first_line, lasti as u64 * 2)
+    })
 }
 
 /// Is this native function the interpreter's evaluation loop (each call runs one run of
