@@ -342,6 +342,50 @@ mod tests {
     use crate::stacks::modules::{exec_mappings, Module};
     use std::io::{BufRead, Write};
 
+    /// A process that is gone: frames are named from the probe's copy; a line past its cut
+    /// line table is unknown (counted), never another line.
+    #[test]
+    fn copies_name_frames_of_a_gone_process_and_a_cut_table_gives_no_wrong_line() {
+        use rtl_common::python::{PyCodeHead, PyStrRaw, PY_FILE_MAX, PY_LINETABLE_MAX, PY_NAME_MAX};
+        // No process has this pid (above the kernel's pid_max limit of 2^22).
+        let pid = (1u32 << 22) + 5;
+        let layout = versions::table((3, 11)).unwrap();
+        let types = Types { code: 0x1000, unicode: 0x2000, bytes: 0x3000 };
+        let mut py = Python::default();
+        py.procs.insert(pid, Arc::new(Process { layout, types, probe: layout.probe }));
+        // Line table: 2048 entries of one code unit each, the first on line 10, then +1 each
+        // (code 11: one line down); the true table is longer.
+        let mut lt = vec![0x80 | (11 << 3); PY_LINETABLE_MAX];
+        lt[0] = 0x80;
+        let ascii = (1 << 2) | (1 << 5) | (1 << 6);
+        let mut h = PyCodeHead { code: 0x7000, code_type: 0x1000, first_line: 10, ..Default::default() };
+        h.hdr.pid_tgid = u64::from(pid) << 32;
+        h.name = PyStrRaw { addr: 1, ob_type: 0x2000, len: 1, state: ascii, copied: 1 };
+        h.file = PyStrRaw { addr: 2, ob_type: 0x2000, len: 4, state: ascii, copied: 4 };
+        (h.linetable, h.linetable_type, h.linetable_len, h.linetable_copied) = (3, 0x3000, 9000, PY_LINETABLE_MAX as u32);
+        let mut name = vec![0u8; PY_NAME_MAX];
+        name[0] = b'f';
+        let mut file = vec![0u8; PY_FILE_MAX];
+        file[..4].copy_from_slice(b"m.py");
+        py.on_code(&code_record::CodeRecord { head: h, name: name[..1].to_vec(), file: file[..4].to_vec(), linetable: lt });
+        assert_eq!(py.stats.code_records, 1);
+        let first = 0x7000 + layout.code.code_adaptive.unwrap();
+        let frame = |unit: u64| PyFrameRaw { code: 0x7000, instr: first + 2 * unit, flags: 0 };
+        let f = py.name(pid, &layout_proc(&py, pid), &frame(5)).unwrap();
+        assert_eq!((f.info.as_ref().unwrap().function.as_str(), f.line), ("f", Some(15)));
+        let f = py.name(pid, &layout_proc(&py, pid), &frame(PY_LINETABLE_MAX as u64 + 3)).unwrap();
+        assert_eq!((f.info.as_ref().unwrap().file.as_str(), f.line), ("m.py", None), "past the copy: no line");
+        assert_eq!((py.stats.lines_unknown, py.stats.unresolved, py.stats.named_live), (1, 0, 0));
+        // A code object never copied, in a gone process: unnamed, counted.
+        let f = py.name(pid, &layout_proc(&py, pid), &PyFrameRaw { code: 0x9000, instr: 0, flags: 0 }).unwrap();
+        assert!(f.info.is_none());
+        assert_eq!(py.stats.unresolved, 1);
+    }
+
+    fn layout_proc(py: &Python, pid: u32) -> Arc<Process> {
+        py.procs.get(&pid).cloned().unwrap()
+    }
+
     /// This machine's CPython (Debian 12: 3.11): recognized in its executable, and the table's
     /// offsets lead from `_PyRuntime` to the main thread's state (its `thread_id` is what the
     /// interpreter itself reports) and to a code object named by what the interpreter says.
