@@ -346,7 +346,7 @@ mod tests {
     /// line table is unknown (counted), never another line.
     #[test]
     fn copies_name_frames_of_a_gone_process_and_a_cut_table_gives_no_wrong_line() {
-        use rtl_common::python::{PyCodeHead, PyStrRaw, PY_FILE_MAX, PY_LINETABLE_MAX, PY_NAME_MAX};
+        use rtl_common::python::{PyCodeHead, PyStrRaw, PY_LINETABLE_MAX};
         // No process has this pid (above the kernel's pid_max limit of 2^22).
         let pid = (1u32 << 22) + 5;
         let layout = versions::table((3, 11)).unwrap();
@@ -363,11 +363,7 @@ mod tests {
         h.name = PyStrRaw { addr: 1, ob_type: 0x2000, len: 1, state: ascii, copied: 1 };
         h.file = PyStrRaw { addr: 2, ob_type: 0x2000, len: 4, state: ascii, copied: 4 };
         (h.linetable, h.linetable_type, h.linetable_len, h.linetable_copied) = (3, 0x3000, 9000, PY_LINETABLE_MAX as u32);
-        let mut name = vec![0u8; PY_NAME_MAX];
-        name[0] = b'f';
-        let mut file = vec![0u8; PY_FILE_MAX];
-        file[..4].copy_from_slice(b"m.py");
-        py.on_code(&code_record::CodeRecord { head: h, name: name[..1].to_vec(), file: file[..4].to_vec(), linetable: lt });
+        py.on_code(&code_record::CodeRecord { head: h, name: b"f".to_vec(), file: b"m.py".to_vec(), linetable: lt });
         assert_eq!(py.stats.code_records, 1);
         let first = 0x7000 + layout.code.code_adaptive.unwrap();
         let frame = |unit: u64| PyFrameRaw { code: 0x7000, instr: first + 2 * unit, flags: 0 };
