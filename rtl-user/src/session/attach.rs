@@ -165,15 +165,22 @@ impl Session {
 }
 
 /// The probe reads each calling thread's fs base so the HIP profiler's thread ids (a hash of
-/// pthread_self) can be matched; it needs the field's offset from the kernel's BTF.
+/// pthread_self) can be matched, and to find the thread's Python state (`pthread_self()` is
+/// its `thread_id`); it needs the field's offset from the kernel's BTF.
 fn fsbase_offset(opts: &TraceOpts) -> u64 {
-    if opts.gpu == GpuSource::None {
+    let python_frames = opts.stacks != crate::cli::StackMode::Off && !opts.no_python_frames;
+    if opts.gpu == GpuSource::None && !python_frames {
         return 0;
     }
     match crate::probe::btf::fsbase_offset() {
         Ok(o) => o,
         Err(e) => {
-            say(&format!("GPU records will be matched by time and name only: {e:#}"));
+            let lost = if opts.gpu == GpuSource::None {
+                "Python frames will not be walked"
+            } else {
+                "GPU records will be matched by time and name only"
+            };
+            say(&format!("{lost}: {e:#}"));
             0
         }
     }
