@@ -133,10 +133,10 @@ pub fn python_stack(api_id: u32, pid_tgid: u64) {
         }
         let bytes = core::slice::from_raw_parts(buf as *const u8, total);
         // A thread's first Python record (its state just found) wakes the collector at once:
-        // frames are named by reading the live process, and a short script's `<module>` code
-        // object is freed as soon as its top level ends, often before the collector's timer
-        // drains the ring buffer (CPython 3.12 on a fast machine: every call's `<module>` frame
-        // unnamed). Once per thread: the wake-up's cost stays off the hot path.
+        // what a code object's copy lacks (a line past its cut line table, a long name) is read
+        // from the live process, and a short script's `<module>` code object is freed as soon
+        // as its top level ends, often before the collector's timer drains the ring buffer.
+        // Once per thread: the wake-up's cost stays off the hot path.
         const BPF_RB_FORCE_WAKEUP: u64 = 2;
         let flags = if first { BPF_RB_FORCE_WAKEUP } else { crate::helpers::wakeup_flags(total) };
         if crate::maps::EVENTS.output::<[u8]>(bytes, flags).is_err() {

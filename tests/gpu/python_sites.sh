@@ -5,9 +5,9 @@
 #
 #   PY=/usr/bin/python3.12 bash tests/gpu/python_sites.sh      (as root, from the repository root)
 #
-# LINGER (seconds, default 3, as the tests): the workload stays alive that long after its last
-# call (names are read from the live process); LINGER=0 checks a collector that must name the
-# frames while the script still runs (the `<module>` code object is freed when it ends).
+# LINGER (seconds, default 0, as the tests): the workload stays alive that long after its last
+# call. Names come from the probe's copies of the code objects, so none is needed; a linger only
+# lets the live process fill in what a copy lacks (a line past a cut line table, a long name).
 #
 # Carried: .gpu/rtl-ebpf (see graph_cost.sh) and the built simulator tests/rocm-sim/build/lib.
 # Prints, per --stacks mode, the calls whose recorded site is the workload's own (function, line)
@@ -18,7 +18,7 @@ cd "$(dirname "$0")/../.."
 BIN=${BIN:-.gpu/rtl-ebpf}
 PY=${PY:-python3}
 REPS=${REPS:-25}
-LINGER=${LINGER:-3}
+LINGER=${LINGER:-0}
 SIM=tests/rocm-sim/build/lib
 OUT=${OUT:-/tmp/rtl-gpu-out}
 mkdir -p "$OUT"

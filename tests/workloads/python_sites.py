@@ -88,9 +88,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--truth", required=True)
-    # The collector names Python frames by reading code objects from the live process when it
-    # decodes their records; a process gone by then keeps unnamed frames (docs/tracing.md). A
-    # test that checks every frame's name keeps the process alive that long after its last call.
+    # The collector names Python frames from the probe's copies of their code objects, made at
+    # the calls, so the process need not outlive them; --linger keeps it alive anyway (the live
+    # process fills in what a copy lacks: a line past a cut line table, a long name).
     ap.add_argument("--linger", type=float, default=0.0, help="seconds to stay alive after the last call")
     a = ap.parse_args()
     dev = ctypes.c_void_p()
