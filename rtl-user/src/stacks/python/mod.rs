@@ -64,7 +64,9 @@ pub struct PyStats {
     pub unresolved: u64,
     /// Code objects copied by the probe (`PythonCode` records) and usable.
     pub code_records: u64,
-    /// `PythonCode` records not usable (not a code object / its strings not `str`, texts cut):
+    /// `PythonCode` records of frames whose executable is no code object.
+    pub code_records_not_code: u64,
+    /// `PythonCode` records not usable (its strings not `str`, texts cut, a read failed):
     /// their frames are named from the live process.
     pub code_records_unusable: u64,
     /// Frames named from the live process (no usable copy, or a line past a cut line table).
@@ -236,6 +238,13 @@ impl Python {
     pub fn on_code(&mut self, rec: &code_record::CodeRecord) {
         let pid = (rec.head.hdr.pid_tgid >> 32) as u32;
         let Some(p) = self.procs.get(&pid) else { return };
+        if rec.head.code_type != p.types.code {
+            // Not a code object: 3.13's evaluation-loop entry frame has `None` as its executable
+            // (such frames are no Python frames and are never named).
+            self.stats.code_records_not_code += 1;
+            self.code.remove(&(pid, rec.head.code));
+            return;
+        }
         match code_record::info(rec, &p.layout.code, &p.types) {
             Some(info) => {
                 self.stats.code_records += 1;
@@ -306,6 +315,7 @@ impl Python {
             ("python_frames_unresolved", s.unresolved.to_string()),
             ("python_code_records", s.code_records.to_string()),
             ("python_code_records_unusable", s.code_records_unusable.to_string()),
+            ("python_code_records_not_code", s.code_records_not_code.to_string()),
             ("python_code_objects_read_live", s.named_live.to_string()),
             ("python_frame_lines_unknown", s.lines_unknown.to_string()),
             ("python_stacks_unmatched", s.unmatched.to_string()),
