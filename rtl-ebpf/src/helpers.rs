@@ -7,7 +7,7 @@ use aya_ebpf::{
 };
 use rtl_common::{config, EventHeader, EventKind};
 
-use crate::maps::{CONFIG, COUNTERS, EVENTS, FSBASE_LAST, THREAD_GEN, TRACED, TRACED_LAST};
+use crate::maps::{CONFIG, COUNTERS, EVENTS, FSBASE_LAST, THREAD_GEN, TRACED, TRACED_LAST, WAKE_LAST};
 
 #[inline(always)]
 pub(crate) fn cfg(slot: u32) -> u64 {
@@ -17,26 +17,47 @@ pub(crate) fn cfg(slot: u32) -> u64 {
     }
 }
 
-/// Ring-buffer submit flags for a record of `size` bytes: wake the collector only when this
-/// record makes the waiting data cross the threshold. Waking on every record above it would
-/// cost the traced thread an irq_work and a context switch per call whenever the collector is
-/// behind (measured: +4 us per call on our VMs); the collector also drains on a short timer,
-/// so a missed edge costs at most that timer's period.
+/// Ring-buffer submit flags for a record: wake the collector only when the data waiting in the
+/// ring buffer has crossed the threshold (`config::WAKEUP_BYTES`) since this CPU last looked.
+/// Waking on every record above it would cost the traced thread an irq_work and a context
+/// switch per call whenever the collector is behind (measured: +4 us per call on our VMs); the
+/// collector also drains on a short timer, so a missed edge costs at most that timer's period.
+///
+/// Asking the ring buffer how much waits (a helper call) cost a record ~20 ns, as much as the
+/// rest of the decision: each CPU asks once it has written [`WAKE_LOOK_BYTES`] since it last
+/// asked (~16 calls' records), and remembers whether it found the threshold crossed; a wake
+/// comes at most that many of this CPU's bytes late (the threshold is 1/16 of the ring, 1 MiB
+/// by default), and once per crossing per CPU.
 #[inline(always)]
 pub(crate) fn wakeup_flags(size: usize) -> u64 {
     const BPF_RB_AVAIL_DATA: u64 = 0;
     const BPF_RB_NO_WAKEUP: u64 = 1;
     const BPF_RB_FORCE_WAKEUP: u64 = 2;
-    // Each record also has an 8-byte ring-buffer header.
-    let rec = size as u64 + 8;
-    let avail = EVENTS.query(BPF_RB_AVAIL_DATA);
-    let thr = cfg(config::WAKEUP_BYTES);
-    if avail >= thr && avail < thr + rec {
-        BPF_RB_FORCE_WAKEUP
-    } else {
-        BPF_RB_NO_WAKEUP
+    let Some(w) = WAKE_LAST.get_ptr_mut(0) else {
+        return BPF_RB_NO_WAKEUP;
+    };
+    // SAFETY: this CPU's slot; a program preempted on it at worst miscounts or repeats a look.
+    unsafe {
+        // Each record also has an 8-byte ring-buffer header.
+        let n = (*w)[0] + size as u64 + 8;
+        if n < WAKE_LOOK_BYTES {
+            (*w)[0] = n;
+            return BPF_RB_NO_WAKEUP;
+        }
+        let crossed = EVENTS.query(BPF_RB_AVAIL_DATA) >= cfg(config::WAKEUP_BYTES);
+        let was = (*w)[1];
+        *w = [0, crossed as u64];
+        if crossed && was == 0 {
+            BPF_RB_FORCE_WAKEUP
+        } else {
+            BPF_RB_NO_WAKEUP
+        }
     }
 }
+
+/// Bytes of records a CPU writes between two looks at the ring buffer's fill level
+/// ([`wakeup_flags`]).
+const WAKE_LOOK_BYTES: u64 = 2048;
 
 #[inline(always)]
 pub(crate) fn bump(slot: u32) {

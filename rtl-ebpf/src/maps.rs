@@ -57,6 +57,11 @@ pub(crate) static FSBASE_LAST: PerCpuArray<[u64; 3]> = PerCpuArray::with_max_ent
 #[map]
 pub(crate) static STACK_END_LAST: PerCpuArray<[u64; 3]> = PerCpuArray::with_max_entries(1, 0);
 
+/// Per CPU, for `helpers::wakeup_flags`: `[bytes this CPU wrote since it last looked at the ring
+/// buffer's fill level, 1 if that look found the wake-up threshold crossed]`.
+#[map]
+pub(crate) static WAKE_LAST: PerCpuArray<[u64; 2]> = PerCpuArray::with_max_entries(1, 0);
+
 /// The time of the last thread exit or exec (`helpers::next_thread_generation`).
 #[map]
 pub(crate) static THREAD_GEN: Array<u64> = Array::with_max_entries(1, 0);
