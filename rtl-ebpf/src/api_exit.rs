@@ -6,7 +6,7 @@ use aya_ebpf::{
     programs::RetProbeContext,
     EbpfContext,
 };
-use rtl_common::{cookie, counter, ApiExit, EventKind};
+use rtl_common::{cookie, counter, ApiExit, ApiExitShort, EventKind};
 
 use crate::{
     helpers::{bump, header, traced, wakeup_flags},
@@ -36,28 +36,41 @@ fn exit(ctx: RetProbeContext) -> u32 {
     bump(counter::EXITS);
     // SAFETY: the context pointer is the program's own.
     let ck = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) };
-    // The output pointer's value first (only APIs that have one), so the record below is
-    // written with plain stores: zeroing `out`/`has_out` and then overwriting them made LLVM
-    // emit a call to a memset subprogram on every return.
-    let (mut out, mut has_out) = (0u64, 0u32);
-    if (ck >> cookie::OUT_SHIFT) & cookie::NIBBLE != 0 {
-        // SAFETY: read-only lookup; the user read is checked.
-        unsafe {
-            if let Some(p) = OUT_PTRS.get(&pid_tgid) {
-                let p = *p as *const u64;
-                if !p.is_null() {
-                    if let Ok(v) = bpf_probe_read_user(p) {
-                        out = v;
-                        has_out = 1;
-                    }
-                }
-            }
-        }
-        let _ = OUT_PTRS.remove(&pid_tgid);
-    }
     if (ck >> cookie::STRING_SHIFT) & cookie::NIBBLE != 0 {
         late_string(&ck, pid_tgid);
     }
+    if (ck >> cookie::OUT_SHIFT) & cookie::NIBBLE == 0 {
+        // The common case: no output pointer, the short record.
+        let Some(mut slot) = EVENTS.reserve::<ApiExitShort>(0) else {
+            bump(counter::RINGBUF_DROPS);
+            return 0;
+        };
+        let ev = slot.as_mut_ptr();
+        // SAFETY: exclusively owned reserved slot.
+        unsafe {
+            (*ev).hdr = header(EventKind::ApiExitShort, (ck & cookie::API_MASK) as u32, pid_tgid);
+            (*ev).ret = ctx.ret::<u64>();
+        }
+        slot.submit(wakeup_flags(core::mem::size_of::<ApiExitShort>()));
+        return 0;
+    }
+    // The output pointer's value first, so the record below is written with plain stores:
+    // zeroing `out`/`has_out` and then overwriting them made LLVM emit a call to a memset
+    // subprogram on every return.
+    let (mut out, mut has_out) = (0u64, 0u32);
+    // SAFETY: read-only lookup; the user read is checked.
+    unsafe {
+        if let Some(p) = OUT_PTRS.get(&pid_tgid) {
+            let p = *p as *const u64;
+            if !p.is_null() {
+                if let Ok(v) = bpf_probe_read_user(p) {
+                    out = v;
+                    has_out = 1;
+                }
+            }
+        }
+    }
+    let _ = OUT_PTRS.remove(&pid_tgid);
     let Some(mut slot) = EVENTS.reserve::<ApiExit>(0) else {
         bump(counter::RINGBUF_DROPS);
         return 0;

@@ -2,7 +2,8 @@
 //! a record of unknown kind or wrong size is counted, never trusted.
 
 use rtl_common::{
-    AgentBatch, ApiEnter, ApiEnterShort, ApiExit, EventHeader, EventKind, ExecEvent, StringEnter, StringLate, TaskEvent, ThreadExitEvent,
+    AgentBatch, ApiEnter, ApiEnterShort, ApiExit, ApiExitShort, EventHeader, EventKind, ExecEvent, StringEnter, StringLate, TaskEvent,
+    ThreadExitEvent,
 };
 
 /// One decoded ring-buffer record.
@@ -85,6 +86,10 @@ pub fn decode(b: &[u8]) -> Result<Event, DecodeError> {
             Event::StringLate(s.hdr, c_text(&s.text))
         }
         EventKind::ApiExit => Event::Exit(read(b).ok_or_else(wrong)?),
+        EventKind::ApiExitShort => {
+            let e: ApiExitShort = read(b).ok_or_else(wrong)?;
+            Event::Exit(ApiExit { hdr: e.hdr, ret: e.ret, out: 0, has_out: 0, _pad: 0 })
+        }
         EventKind::ThreadExit => {
             let e: ThreadExitEvent = read(b).ok_or_else(wrong)?;
             Event::ThreadExit(e.hdr, c_text(&e.comm))
@@ -182,6 +187,26 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(matches!(decode(&b[..70]), Err(DecodeError::WrongSize { .. })));
+    }
+
+    #[test]
+    fn short_exit_reads_as_an_exit_without_output_value() {
+        let e = ApiExitShort {
+            hdr: EventHeader { kind: EventKind::ApiExitShort as u32, api_id: 4, pid_tgid: (7 << 32) | 9, ts_ns: 12 },
+            ret: 0x1_0000_0002,
+        };
+        let b = bytes(&e);
+        assert_eq!(b.len(), 32, "the short record is 16 bytes smaller than ApiExit");
+        match decode(&b).unwrap() {
+            Event::Exit(d) => {
+                assert_eq!(d.hdr.kind, EventKind::ApiExitShort as u32);
+                assert_eq!((d.hdr.api_id, d.hdr.pid_tgid, d.hdr.ts_ns), (4, (7 << 32) | 9, 12));
+                assert_eq!(d.ret, 0x1_0000_0002);
+                assert_eq!((d.out, d.has_out), (0, 0));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(decode(&b[..30]), Err(DecodeError::WrongSize { .. })));
     }
 
     #[test]
