@@ -16,6 +16,7 @@ mod gpu_join;
 mod gpu_join_hsa;
 mod gpu_join_sequence;
 mod hw_validate;
+mod probe_entry;
 mod probe_lifecycle;
 mod python_sites;
 mod read_check;
