@@ -274,7 +274,7 @@ mod tests {
             let sym = f.dynamic_symbols().find(|s| s.name() == Ok("hipBenchTarget")).unwrap();
             let seg = f.segments().find(|s| s.address() <= sym.address() && sym.address() < s.address() + s.size()).unwrap();
             let file_off = sym.address() - seg.address() + seg.file_range().0;
-            assert_eq!(&bytes[file_off as usize..][..4] == ENDBR64, shift == 4, "{flag}: the first instruction");
+            assert_eq!(bytes[file_off as usize..][..4] == ENDBR64, shift == 4, "{flag}: the first instruction");
             let s = Symbols::parse(&bytes).unwrap();
             assert_eq!(s.offset("hipBenchTarget"), Some(file_off + shift), "{flag}");
         }
