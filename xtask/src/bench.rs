@@ -136,14 +136,21 @@ pub(crate) fn median(v: &mut [f64]) -> f64 {
 }
 
 /// Builds the probe-cost target (a library exporting `hipBenchTarget`, which starts with
-/// `push %rbp` like every libamdhip64 entry point) and its driver loop.
+/// `push %rbp` like every libamdhip64 entry point) and its driver loop. Without CET
+/// (`-fcf-protection=none`): a compiler whose default puts `endbr64` first (Ubuntu's) would
+/// make the count-only bpftrace pair, which probes the entry itself, pay the kernel's
+/// out-of-line single step (~6x; docs/benchmarks.md).
 pub(crate) fn bench_target() -> Result<(PathBuf, PathBuf)> {
     let dir = root().join("target/bench");
     std::fs::create_dir_all(&dir)?;
     let lib = dir.join("librtlbench.so");
     let drv = dir.join("probe_driver");
     let src = root().join("tests/bench");
-    cmd("cc").args(["-O2", "-fno-omit-frame-pointer", "-shared", "-fPIC", "-o"]).arg(&lib).arg(src.join("probe_target.c")).run()?;
+    cmd("cc")
+        .args(["-O2", "-fno-omit-frame-pointer", "-fcf-protection=none", "-shared", "-fPIC", "-o"])
+        .arg(&lib)
+        .arg(src.join("probe_target.c"))
+        .run()?;
     cmd("cc")
         .args(["-O2", "-o"])
         .arg(&drv)
