@@ -64,7 +64,15 @@ fn raw_records_decode_to_the_published_ops() {
     assert_eq!(stats.without_api, 0, "every GPU record found its API record");
     assert_eq!(stats.linked as usize, ops.len());
     let live = live_ops();
-    let (mut a, mut b): (Vec<_>, Vec<_>) = (ops.iter().map(key).collect(), live.iter().map(key).collect());
+    // The live agent that recorded these predates OP_NODE_IS_ID (a replayed node named by
+    // CUPTI's graphNodeId in `op_index`): the replay sets it on every graph node, the rest is
+    // equal field by field.
+    let without_node_id = |o: &GpuOp| {
+        let mut k = key(o);
+        k.7 &= !wire::OP_NODE_IS_ID;
+        k
+    };
+    let (mut a, mut b): (Vec<_>, Vec<_>) = (ops.iter().map(without_node_id).collect(), live.iter().map(key).collect());
     a.sort();
     b.sort();
     assert_eq!(a.len(), b.len(), "replayed vs published op count");
@@ -118,6 +126,35 @@ fn measured_region_has_every_op_kind_on_the_launching_thread() {
     let names: std::collections::BTreeSet<_> =
         kernels.iter().map(|o| String::from_utf8_lossy(strings.get(o.kernel_name_id).unwrap().2).into_owned()).collect();
     assert!(names.iter().all(|n| n.starts_with("_Z")), "mangled kernel names: {names:?}");
+}
+
+/// CUDA's node ids on real records: every replayed kernel carries its graphNodeId, each replay
+/// of the 5-kernel graph the same 5 distinct ids, and (a linear capture) the nodes run in the
+/// order of their ids: the order the collector places them by (`stacks/capture.rs`). Measured:
+/// the ids are the graph's id in the high 32 bits and 0..4 in the low ones.
+#[test]
+fn replayed_nodes_carry_ids_in_capture_order() {
+    let (_, t0, t1, _) = app();
+    let strings = Strings::new(1 << 10, 1 << 20);
+    let (ops, _) = replay(&read_dump(&std::fs::read(format!("{DIR}/cupti_raw.bin")).unwrap()).unwrap(), &strings);
+    let mut replays: std::collections::BTreeMap<u64, Vec<(u64, u32)>> = Default::default();
+    for o in ops.iter().filter(|o| o.flags & wire::OP_IS_GRAPH != 0 && o.gpu_begin_ns >= t0 && o.gpu_begin_ns <= t1) {
+        assert!(o.flags & wire::OP_NODE_IS_ID != 0, "a replayed node without its id: {o:?}");
+        replays.entry(o.record_index).or_default().push((o.gpu_begin_ns, o.op_index));
+    }
+    assert_eq!(replays.len(), 6);
+    let mut first: Option<Vec<u32>> = None;
+    for nodes in replays.values_mut() {
+        nodes.sort();
+        let ids: Vec<u32> = nodes.iter().map(|n| n.1).collect();
+        let mut sorted = ids.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(ids, sorted, "nodes run in the order of their ids, each once");
+        assert_eq!(ids.len(), 5);
+        assert_eq!(first.get_or_insert_with(|| ids.clone()), &ids, "every replay has the same node ids");
+        assert_eq!(ids, vec![0, 1, 2, 3, 4], "the low 32 bits: creation order");
+    }
 }
 
 /// A graph launch of the recording: (correlation id, first node's start, last node's end, nodes).
