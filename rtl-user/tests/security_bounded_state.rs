@@ -76,18 +76,6 @@ fn exploding_name(levels: usize) -> String {
     s + "EvT_"
 }
 
-/// A child process killed (and reaped) when dropped: a failing test leaves nothing running.
-struct Killed(std::process::Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        if matches!(self.0.try_wait(), Ok(None)) {
-            let _ = self.0.kill();
-        }
-        let _ = self.0.wait();
-    }
-}
-
 fn m(db: &std::path::Path, tag: &str) -> u64 {
     meta(db, tag).unwrap_or_else(|| panic!("metadata {tag}")).parse().unwrap()
 }
@@ -128,10 +116,8 @@ fn forged_agent_strings_are_bounded_and_counted() {
     out.read_line(&mut line).unwrap();
     assert_eq!(line.trim(), "ready");
     let db = d.path().join("t.db");
-    let mut tracer = Killed(
-        rtl_start(&["attach", "--quiet", "--apis", "hipGetErrorString", "--pid", &app.0.id().to_string(), "-o", db.to_str().unwrap()])
-            .into_inner(),
-    );
+    let mut tracer =
+        rtl_start(&["attach", "--quiet", "--apis", "hipGetErrorString", "--pid", &app.0.id().to_string(), "-o", db.to_str().unwrap()]);
     app.0.stdin.as_mut().unwrap().write_all(b"go\n").unwrap();
     line.clear();
     out.read_line(&mut line).unwrap();

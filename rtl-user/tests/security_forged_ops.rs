@@ -17,17 +17,6 @@ use common::*;
 use rusqlite::Connection;
 use serde_json::Value;
 
-struct Killed(std::process::Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        if matches!(self.0.try_wait(), Ok(None)) {
-            let _ = self.0.kill();
-        }
-        let _ = self.0.wait();
-    }
-}
-
 fn m(db: &Path, tag: &str) -> u64 {
     meta(db, tag).unwrap_or_else(|| panic!("metadata {tag}")).parse().unwrap()
 }
@@ -52,10 +41,8 @@ fn forge(d: &Path, ops: u64) -> (std::path::PathBuf, u32, u64) {
     out.read_line(&mut line).unwrap();
     assert_eq!(line.trim(), "ready");
     let db = d.join("t.db");
-    let mut tracer = Killed(
-        rtl_start(&["attach", "--quiet", "--apis", "hipGetErrorString", "--pid", &forger.to_string(), "-o", db.to_str().unwrap()])
-            .into_inner(),
-    );
+    let mut tracer =
+        rtl_start(&["attach", "--quiet", "--apis", "hipGetErrorString", "--pid", &forger.to_string(), "-o", db.to_str().unwrap()]);
     app.0.stdin.as_mut().unwrap().write_all(b"go\n").unwrap();
     line.clear();
     out.read_line(&mut line).unwrap();

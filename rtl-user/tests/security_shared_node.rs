@@ -31,31 +31,6 @@ impl AsUser for TestUser {
     }
 }
 
-/// A child process killed (and reaped) when dropped: a failing test leaves nothing running.
-struct Killed(std::process::Child);
-
-impl std::ops::Deref for Killed {
-    type Target = std::process::Child;
-    fn deref(&self) -> &Self::Target {
-        &self.0
-    }
-}
-
-impl std::ops::DerefMut for Killed {
-    fn deref_mut(&mut self) -> &mut Self::Target {
-        &mut self.0
-    }
-}
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        if matches!(self.0.try_wait(), Ok(None)) {
-            let _ = self.0.kill();
-        }
-        let _ = self.0.wait();
-    }
-}
-
 fn owner_mode(p: &Path) -> (u32, u32, u32) {
     let m = std::fs::symlink_metadata(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
     (m.uid(), m.gid(), m.permissions().mode() & 0o7777)

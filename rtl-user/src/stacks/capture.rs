@@ -270,6 +270,36 @@ fn annotate_op(launches: &HashMap<i64, Arc<Captured>>, o: &mut OpRow) {
 mod tests {
     use super::*;
 
+    /// A replayed kernel's row for call `api`: its node by position or by the source's id.
+    fn op(api: i64, node: Option<u32>, node_id: Option<u64>) -> Row {
+        Row::Op(OpRow {
+            gpu: 0,
+            queue: 0,
+            seq: 0,
+            start: 0,
+            end: 0,
+            description: String::new(),
+            op_type: "KernelExecution",
+            correlation_id: api,
+            api_id: Some(api),
+            link: None,
+            pid: Some(7),
+            node,
+            node_id,
+            site_api_id: None,
+        })
+    }
+
+    /// The site each row was given.
+    fn sites(ops: &[Row]) -> Vec<Option<i64>> {
+        ops.iter()
+            .map(|r| match r {
+                Row::Op(o) => o.site_api_id,
+                _ => None,
+            })
+            .collect()
+    }
+
     fn captures(rows: &[Row]) -> Vec<(i64, Vec<i64>)> {
         rows.iter()
             .filter_map(|r| match r {
@@ -298,34 +328,10 @@ mod tests {
         t.on_call(8, 12, CallFact::GraphLaunch { exec: 0x55 }, &mut out); // not its exec
         let launches: Vec<_> = out.iter().filter(|r| matches!(r, Row::Site(SiteRow::GraphLaunch { .. }))).collect();
         assert_eq!(launches.len(), 1);
-        let mk = |node| {
-            Row::Op(OpRow {
-                gpu: 0,
-                queue: 0,
-                seq: 0,
-                start: 0,
-                end: 0,
-                description: String::new(),
-                op_type: "KernelExecution",
-                correlation_id: 11,
-                api_id: Some(11),
-                link: None,
-                pid: Some(7),
-                node,
-                node_id: None,
-                site_api_id: None,
-            })
-        };
+        let mk = |node| op(11, node, None);
         let mut ops = vec![mk(Some(0)), mk(Some(1)), mk(Some(2)), mk(None)];
         t.annotate(&mut ops);
-        let sites: Vec<Option<i64>> = ops
-            .iter()
-            .map(|r| match r {
-                Row::Op(o) => o.site_api_id,
-                _ => None,
-            })
-            .collect();
-        assert_eq!(sites, vec![Some(2), Some(6), None, None]);
+        assert_eq!(sites(&ops), vec![Some(2), Some(6), None, None]);
     }
 
     #[test]
@@ -340,32 +346,7 @@ mod tests {
         t.on_call(7, 6, CallFact::Instantiate { exec: 0x55, graph: 0x9 }, &mut out);
         t.on_call(7, 7, CallFact::GraphLaunch { exec: 0x55 }, &mut out);
         t.on_call(7, 8, CallFact::GraphLaunch { exec: 0x55 }, &mut out);
-        let mk = |api: i64, id: u64| {
-            Row::Op(OpRow {
-                gpu: 0,
-                queue: 0,
-                seq: 0,
-                start: 0,
-                end: 0,
-                description: String::new(),
-                op_type: "KernelExecution",
-                correlation_id: api,
-                api_id: Some(api),
-                link: None,
-                pid: Some(7),
-                node: None,
-                node_id: Some(id),
-                site_api_id: None,
-            })
-        };
-        let sites = |ops: &[Row]| -> Vec<Option<i64>> {
-            ops.iter()
-                .map(|r| match r {
-                    Row::Op(o) => o.site_api_id,
-                    _ => None,
-                })
-                .collect()
-        };
+        let mk = |api: i64, id: u64| op(api, None, Some(id));
         // A first batch with only two of the three nodes: no rank is certain yet.
         let mut ops = vec![mk(7, 1042), mk(7, 1040)];
         t.annotate(&mut ops);

@@ -134,53 +134,44 @@ impl Lines {
     }
 }
 
-/// A collector a test started: killed (SIGKILL) when dropped while still running, so a test
-/// that fails midway never leaves a collector (often `--all`) tracing the next tests' processes.
-pub struct Tracer(Option<Child>);
+/// A child process killed (SIGKILL) and reaped when dropped: a test that fails midway leaves
+/// nothing running (above all no collector, often `--all`, tracing the next tests' processes).
+pub struct Killed(pub Child);
 
-impl Tracer {
-    /// The child, no longer killed on drop (for a caller with its own guard).
-    pub fn into_inner(mut self) -> Child {
-        self.0.take().expect("a tracer's child")
-    }
-}
-
-impl std::ops::Deref for Tracer {
+impl std::ops::Deref for Killed {
     type Target = Child;
     fn deref(&self) -> &Child {
-        self.0.as_ref().expect("a tracer's child")
+        &self.0
     }
 }
 
-impl std::ops::DerefMut for Tracer {
+impl std::ops::DerefMut for Killed {
     fn deref_mut(&mut self) -> &mut Child {
-        self.0.as_mut().expect("a tracer's child")
+        &mut self.0
     }
 }
 
-impl Drop for Tracer {
+impl Drop for Killed {
     fn drop(&mut self) {
-        if let Some(c) = self.0.as_mut() {
-            if matches!(c.try_wait(), Ok(None)) {
-                eprintln!("[common] killing rtl-ebpf pid {} left running by the test", c.id());
-                let _ = c.kill();
-                let _ = c.wait();
-            }
+        if matches!(self.0.try_wait(), Ok(None)) {
+            eprintln!("[common] killing pid {} left running by the test", self.0.id());
+            let _ = self.0.kill();
         }
+        let _ = self.0.wait();
     }
 }
 
 /// Starts rtl-ebpf and waits until it has attached (its "functions probed" line).
-pub fn rtl_start(args: &[&str]) -> Tracer {
+pub fn rtl_start(args: &[&str]) -> Killed {
     rtl_start_with(args, &[])
 }
 
 /// [`rtl_start`] with extra environment variables.
-pub fn rtl_start_with(args: &[&str], env: &[(&str, &str)]) -> Tracer {
+pub fn rtl_start_with(args: &[&str], env: &[(&str, &str)]) -> Killed {
     let mut c = Command::new(rtl()).args(args).envs(env.iter().copied()).stderr(Stdio::piped()).stdout(Stdio::null()).spawn().unwrap();
     let lines = Lines::new(c.stderr.take().unwrap(), Some("[rtl-ebpf] "));
     // Guarded from here: a collector that never says it attached is killed with the test.
-    let t = Tracer(Some(c));
+    let t = Killed(c);
     // Attaching waits on a kernel mutex that another session's probe removal may hold for a
     // while (tests run concurrently): allow for it.
     lines.wait_for("functions probed", Duration::from_secs(240), "rtl-ebpf attaching");
@@ -206,7 +197,7 @@ pub fn wait_exit(c: &mut Child, secs: u64) -> std::process::ExitStatus {
 }
 
 /// Stops a tracer with SIGINT and checks it exited cleanly.
-pub fn rtl_stop(mut c: Tracer) {
+pub fn rtl_stop(mut c: Killed) {
     signal(c.id(), libc::SIGINT);
     let s = wait_exit(&mut c, 60);
     assert!(s.success(), "rtl-ebpf exited with {s}");
