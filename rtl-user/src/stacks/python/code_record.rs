@@ -6,7 +6,7 @@
 
 use rtl_common::python::{PyCodeHead, PyProc, PyStrRaw, PY_CODE_HEAD_MAX, PY_FILE_MAX, PY_LINETABLE_MAX, PY_NAME_MAX};
 
-use super::memory::{chars, CodeInfo, Types};
+use super::memory::{chars, compact_kind, CodeInfo, Types};
 use super::versions::CodeLayout;
 
 /// A `PythonCode` record: its head, the copied bytes of the name, the file name and the line
@@ -88,10 +88,10 @@ pub fn info(r: &CodeRecord, layout: &CodeLayout, types: &Types) -> Option<CodeIn
 
 /// A copied `str`: its text when it is a compact `str` copied whole.
 fn text(s: &PyStrRaw, bytes: &[u8], types: &Types) -> Option<String> {
-    let (kind, compact) = ((s.state >> 2) & 7, (s.state >> 5) & 1);
-    if s.ob_type != types.unicode || compact == 0 || !matches!(kind, 1 | 2 | 4) {
+    if s.ob_type != types.unicode {
         return None;
     }
+    let kind = compact_kind(s.state)?;
     let want = s.len.checked_mul(u64::from(kind))?;
     (want == bytes.len() as u64).then(|| chars(bytes, kind))
 }

@@ -44,16 +44,23 @@ pub fn text(pid: u32, addr: u64, layout: &CodeLayout, types: &Types) -> Option<S
     }
     let len = word(&head, 16)?;
     let state = u32::from_le_bytes(head.get(32..36)?.try_into().ok()?);
-    let (kind, compact, ascii) = ((state >> 2) & 7, (state >> 5) & 1, (state >> 6) & 1);
-    if len > MAX_TEXT || compact == 0 || !matches!(kind, 1 | 2 | 4) {
+    let kind = compact_kind(state)?;
+    if len > MAX_TEXT {
         return None;
     }
-    let data = if ascii == 1 { layout.ascii_size } else { layout.compact_size };
+    let data = if (state >> 6) & 1 == 1 { layout.ascii_size } else { layout.compact_size };
     let mut b = vec![0u8; (len * u64::from(kind)) as usize];
     if !read(pid, addr + data, &mut b) {
         return None;
     }
     Some(chars(&b, kind))
+}
+
+/// The character width (1, 2 or 4 bytes) of a `str` whose `state` word says it is compact;
+/// None for any other `str` (legacy, or a width no `str` has).
+pub fn compact_kind(state: u32) -> Option<u32> {
+    let (kind, compact) = ((state >> 2) & 7, (state >> 5) & 1);
+    (compact == 1 && matches!(kind, 1 | 2 | 4)).then_some(kind)
 }
 
 /// A compact `str`'s character data of `kind` (1: Latin-1, 2: UCS-2, 4: UCS-4) as text; a
