@@ -66,6 +66,11 @@ pub struct PyProc {
     /// copied are remembered per (process, description), so a process described anew (exec,
     /// a reused pid) has its code objects copied again.
     pub generation: u32,
+    /// 1: the interpreter keeps a thread's frames in a data stack (3.11+), callers below their
+    /// callees, and the probe reads them a block at a time; 0 (3.10, frames are heap objects):
+    /// one frame per read.
+    pub frame_blocks: u32,
+    pub _pad: u32,
 }
 
 /// Most bytes of a code object's head the probe reads.

@@ -5,8 +5,10 @@
 //! The calling thread's state is found by its `thread_id` (`pthread_self()`, our fs base) in
 //! the main interpreter's thread list (bounded, cached per thread and checked on every use):
 //! not "the GIL holder", since ctypes and extensions release the GIL around foreign calls.
-//! Then the frame chain is followed, one bounded read per frame, and (code object, instruction
-//! word, flags) copied for the collector to name. A code object not yet sent for this process
+//! Then the frame chain is followed and (code object, instruction word, flags) copied for the
+//! collector to name. Frames are read a block at a time ([`PY_BLOCK`]): CPython 3.11+ keeps a
+//! thread's frames next to each other in its data stack, callers below callees, so the read
+//! that fetches a frame also fetches the part of its page below it, where its callers are. A code object not yet sent for this process
 //! is copied first ([`crate::python_code`]): a check per frame in a per-CPU cache, the copy
 //! only on first sight.
 
@@ -30,18 +32,54 @@ static PY_PROCS: HashMap<u32, PyProc> = HashMap::with_max_entries(4096, 0);
 #[map]
 static PY_TSTATES: LruHashMap<u64, u64> = LruHashMap::with_max_entries(16384, 0);
 
+/// The thread state used last on this CPU: `[pid_tgid, thread state]` (checked before use, like
+/// `PY_TSTATES`, which it spares a hash lookup per call).
+#[map]
+static PY_TS_LAST: PerCpuArray<[u64; 2]> = PerCpuArray::with_max_entries(1, 0);
+
 /// A record being assembled, one frame's bytes, and the code objects this CPU knows are sent
 /// (per CPU; too large for the BPF stack).
 #[repr(C)]
 pub struct PyScratch {
+    /// The record (head, then frames): its bytes are sent from the scratch's start.
     pub head: PyStackHead,
     pub frames: [PyFrameRaw; PY_FRAMES_MAX],
-    window: [u8; PY_FRAME_WINDOW_MAX as usize + 8],
+    /// The process's description, for this walk.
+    pub proc_: PyProc,
+    /// Where the walk is, between two frames.
+    walk: Walk,
+    /// The last block read: up to a page of the traced process's memory ending at a frame's
+    /// window, and room for a word read at any offset in a window that ends inside it.
+    block: [u8; BLOCK_BUF],
     pub seen: [Seen; SEEN_SLOTS],
     /// Set by the walk when a frame's code object is not fresh in `seen` (kept in the map, not
     /// in a register: a register per-frame bit would multiply the verifier's states).
     unsent: u64,
 }
+
+/// The frame walk's state (in the scratch: a `bpf_loop` callback keeps nothing in registers,
+/// and the verifier checks it once, not once per frame and path).
+#[repr(C)]
+struct Walk {
+    /// The next frame's address (0: the chain ended).
+    frame: u64,
+    /// The block held: the process's bytes `[lo, hi)` (none yet: both 0).
+    lo: u64,
+    hi: u64,
+    /// Frames written to `frames`.
+    n: u64,
+    /// 1: a read failed midway.
+    truncated: u64,
+    /// The cache's owner word and the walk's time ([`fresh`]).
+    owner: u64,
+    now: u64,
+}
+
+/// Most bytes of one block read: the rest of a frame's page below its window (a read that
+/// crossed into the page below could fault on an unmapped one and fail whole), and the window.
+const PY_BLOCK: u64 = 4096 + PY_FRAME_WINDOW_MAX as u64;
+/// The block buffer: a block, and a word's room past any window inside it.
+const BLOCK_BUF: usize = PY_BLOCK as usize + PY_FRAME_WINDOW_MAX as usize + 8;
 
 #[map]
 static PY_SCRATCH: PerCpuArray<PyScratch> = PerCpuArray::with_max_entries(1, 0);
@@ -63,58 +101,38 @@ fn rd(addr: u64) -> Option<u64> {
 #[inline(always)]
 pub fn python_stack(api_id: u32, pid_tgid: u64) {
     // SAFETY: read-only lookup of a plain value, copied out.
-    let Some(p) = (unsafe { PY_PROCS.get(&((pid_tgid >> 32) as u32)) }).copied() else { return };
+    let Some(proc_) = (unsafe { PY_PROCS.get(&((pid_tgid >> 32) as u32)) }) else { return };
+    let Some(buf) = scratch() else { return };
+    // The description, copied into the scratch (the stack has no room for it; the code-object
+    // copies read it there too).
+    // SAFETY: the per-CPU scratch is this program's alone while it runs.
+    let p: &PyProc = unsafe {
+        (*buf).proc_ = *proc_;
+        &(*buf).proc_
+    };
     let me = crate::helpers::fsbase(pid_tgid);
     if me == 0 {
         return;
     }
-    let Some((ts, first)) = thread_state(&p, pid_tgid, me) else {
+    let Some((ts, first, mut frame)) = thread_state(p, buf, pid_tgid, me) else {
         crate::helpers::bump(counter::PY_NO_THREAD);
         return;
     };
-    let Some(buf) = scratch() else { return };
-    let mut frame = rd(ts + p.ts_frame as u64).unwrap_or(0);
     if p.cframe_current != PY_NO_CFRAME && frame != 0 {
         frame = rd(frame + p.cframe_current as u64).unwrap_or(0);
     }
-    let wlen = p.frame_window_len;
-    if wlen == 0 || wlen > PY_FRAME_WINDOW_MAX {
-        return;
-    }
-    let rel = |off: u32| (off.wrapping_sub(p.frame_window) & (PY_FRAME_WINDOW_MAX - 1)) as usize;
-    let (code_at, prev_at, instr_at, flags_at) = (rel(p.frame_code), rel(p.frame_previous), rel(p.frame_instr), rel(p.frame_flags));
-    let mut n = 0usize;
-    let mut truncated = 0u32;
     // SAFETY: helper without preconditions.
     let now = unsafe { aya_ebpf::helpers::bpf_ktime_get_ns() };
     let owner = (u64::from(p.generation) << 32) | (pid_tgid >> 32);
-    let copies = p.code_head_len != 0;
     // SAFETY: the per-CPU scratch is this program's alone while it runs; every access is
     // bounded by its arrays (indices masked or checked); user reads are checked.
     unsafe {
-        let win = (*buf).window.as_mut_ptr();
+        (*buf).walk = Walk { frame, lo: 0, hi: 0, n: 0, truncated: 0, owner, now };
         (*buf).unsent = 0;
-        while n < PY_FRAMES_MAX {
-            if frame == 0 {
-                break;
-            }
-            if aya_ebpf::helpers::generated::bpf_probe_read_user(win as *mut _, wlen, (frame + p.frame_window as u64) as *const _) != 0 {
-                truncated = 1;
-                break;
-            }
-            let word = |at: usize| core::ptr::read_unaligned(win.add(at) as *const u64);
-            let Some(f) = (*buf).frames.get_mut(n) else { break };
-            let code = word(code_at);
-            f.code = code;
-            f.instr = word(instr_at);
-            f.flags = word(flags_at) & 0xffff;
-            frame = word(prev_at);
-            if copies && !fresh(&(*buf).seen[slot(code)], code, owner, now) {
-                (*buf).unsent = 1;
-            }
-            n += 1;
-        }
-        if n == PY_FRAMES_MAX && frame != 0 {
+        aya_ebpf::helpers::generated::bpf_loop(PY_FRAMES_MAX as u32, walk_frame as *mut _, core::ptr::null_mut(), 0);
+        let n = ((*buf).walk.n as usize).min(PY_FRAMES_MAX);
+        let mut truncated = (*buf).walk.truncated as u32;
+        if n == PY_FRAMES_MAX && (*buf).walk.frame != 0 {
             truncated = 1;
         }
         if n == 0 {
@@ -122,7 +140,7 @@ pub fn python_stack(api_id: u32, pid_tgid: u64) {
         }
         if (*buf).unsent != 0 {
             // Copies of the code objects not known sent go first, in ring-buffer order.
-            let mut c = Check { p, pid_tgid, owner, now, api_id, _pad: 0 };
+            let mut c = Check { pid_tgid, owner, now, api_id, _pad: 0 };
             aya_ebpf::helpers::generated::bpf_loop(n as u32, check_frame as *mut _, &mut c as *mut Check as *mut _, 0);
         }
         let hdr = rtl_common::EventHeader { kind: EventKind::PythonStack as u32, api_id, pid_tgid, ts_ns: now };
@@ -145,15 +163,110 @@ pub fn python_stack(api_id: u32, pid_tgid: u64) {
     }
 }
 
-/// The thread state whose `thread_id` is `me`, and whether it was just found: the one cached
-/// for this thread if it still is, else found in the main interpreter's list (at most
-/// [`PY_THREADS_MAX`] entries).
+/// `bpf_loop` callback: the walk's next frame, read from the block that holds it (a new block,
+/// the rest of its page below it, when none does: its callers are there in a data stack).
+extern "C" fn walk_frame(_i: u64, _ctx: *mut core::ffi::c_void) -> i64 {
+    let Some(buf) = scratch() else { return 1 };
+    // SAFETY: the per-CPU scratch is this program's alone while it runs; every access is
+    // bounded by its arrays (offsets masked or checked); user reads are checked.
+    unsafe {
+        let w = &mut (*buf).walk;
+        let p = &(*buf).proc_;
+        let n = w.n as usize;
+        if w.frame == 0 || n >= PY_FRAMES_MAX {
+            return 1;
+        }
+        let wlen = p.frame_window_len;
+        if wlen == 0 || wlen > PY_FRAME_WINDOW_MAX {
+            return 1;
+        }
+        let blk = (*buf).block.as_mut_ptr();
+        let ws = w.frame.wrapping_add(p.frame_window as u64);
+        let we = ws.wrapping_add(wlen as u64);
+        if ws < w.lo || we > w.hi || we < ws {
+            // Not in the block: read its window and what lies below it in its page.
+            let start = if p.frame_blocks != 0 { ws & !4095 } else { ws };
+            let len = we - start;
+            if len <= PY_BLOCK && bpf_probe_read_user_buf(blk, len, start) {
+                (w.lo, w.hi) = (start, we);
+            } else if start != ws && bpf_probe_read_user_buf(blk, wlen as u64, ws) {
+                // A page part of which is unreadable: the window alone.
+                (w.lo, w.hi) = (ws, we);
+            } else {
+                w.truncated = 1;
+                return 1;
+            }
+        }
+        let off = ws - w.lo;
+        if off > PY_BLOCK {
+            w.truncated = 1;
+            return 1;
+        }
+        let win = blk.add(off as usize);
+        let rel = |off: u32| (off.wrapping_sub(p.frame_window) & (PY_FRAME_WINDOW_MAX - 1)) as usize;
+        let word = |off: u32| core::ptr::read_unaligned(win.add(rel(off)) as *const u64);
+        let Some(f) = (*buf).frames.get_mut(n) else { return 1 };
+        let code = word(p.frame_code);
+        f.code = code;
+        f.instr = word(p.frame_instr);
+        f.flags = word(p.frame_flags) & 0xffff;
+        w.frame = word(p.frame_previous);
+        w.n = n as u64 + 1;
+        if p.code_head_len != 0 && !fresh(&(*buf).seen[slot(code)], code, w.owner, w.now) {
+            (*buf).unsent = 1;
+        }
+    }
+    0
+}
+
+/// Copies `len` (at most [`PY_BLOCK`]) bytes of the traced process at `addr` to `dst`; false
+/// when any of them is unreadable.
 #[inline(always)]
-fn thread_state(p: &PyProc, pid_tgid: u64, me: u64) -> Option<(u64, bool)> {
+unsafe fn bpf_probe_read_user_buf(dst: *mut u8, len: u64, addr: u64) -> bool {
+    // Through memory, masked, then compared: LLVM would otherwise drop the mask as implied by
+    // a caller's own check on another register, and the verifier sees an unbounded size.
+    if len > PY_BLOCK {
+        return false;
+    }
+    let mut n = 0u64;
+    // SAFETY: a local.
+    unsafe { core::ptr::write_volatile(&mut n, len) };
+    // SAFETY: as above.
+    let n = unsafe { core::ptr::read_volatile(&n) } & 0x1fff;
+    if n > PY_BLOCK {
+        return false;
+    }
+    // SAFETY: the caller's `dst` holds PY_BLOCK bytes; the user read is checked.
+    unsafe { aya_ebpf::helpers::generated::bpf_probe_read_user(dst as *mut _, n as u32, addr as *const _) == 0 }
+}
+
+/// The thread state whose `thread_id` is `me`, whether it was just found, and its current-frame
+/// field: the one last used on this CPU or cached for this thread if it still is, else found
+/// in the main interpreter's list (at most [`PY_THREADS_MAX`] entries).
+#[inline(always)]
+fn thread_state(p: &PyProc, buf: *mut PyScratch, pid_tgid: u64, me: u64) -> Option<(u64, bool, u64)> {
+    let last = PY_TS_LAST.get_ptr_mut(0);
+    if let Some(l) = last {
+        // SAFETY: this CPU's slot; a program preempted on it at worst leaves another thread's
+        // entry, which the check below refuses.
+        let (who, ts) = unsafe { ((*l)[0], (*l)[1]) };
+        if who == pid_tgid {
+            if let Some(frame) = own_frame(p, buf, ts, me) {
+                return Some((ts, false, frame));
+            }
+        }
+    }
+    let remember = |ts: u64| {
+        if let Some(l) = last {
+            // SAFETY: as above.
+            unsafe { *l = [pid_tgid, ts] };
+        }
+    };
     // SAFETY: read-only lookup of a plain value.
     if let Some(&ts) = unsafe { PY_TSTATES.get(&pid_tgid) } {
-        if rd(ts + p.ts_thread_id as u64) == Some(me) {
-            return Some((ts, false));
+        if let Some(frame) = own_frame(p, buf, ts, me) {
+            remember(ts);
+            return Some((ts, false, frame));
         }
     }
     let interp = rd(p.runtime + p.interp_head as u64)?;
@@ -163,12 +276,38 @@ fn thread_state(p: &PyProc, pid_tgid: u64, me: u64) -> Option<(u64, bool)> {
         if ts == 0 {
             return None;
         }
-        if rd(ts + p.ts_thread_id as u64) == Some(me) {
+        if let Some(frame) = own_frame(p, buf, ts, me) {
             let _ = PY_TSTATES.insert(&pid_tgid, &ts, 0);
-            return Some((ts, true));
+            remember(ts);
+            return Some((ts, true, frame));
         }
         ts = rd(ts + p.ts_next as u64)?;
         i += 1;
     }
     None
 }
+
+/// Thread state `ts`'s current-frame field when its `thread_id` is `me`: both read at once when
+/// they lie within [`TS_WINDOW`] bytes (every supported version), else one read each.
+#[inline(always)]
+fn own_frame(p: &PyProc, buf: *mut PyScratch, ts: u64, me: u64) -> Option<u64> {
+    let (id, fr) = (p.ts_thread_id, p.ts_frame);
+    let lo = id.min(fr);
+    let len = id.max(fr) + 8 - lo;
+    if len > TS_WINDOW {
+        return (rd(ts + id as u64) == Some(me)).then(|| rd(ts + fr as u64)).flatten();
+    }
+    // SAFETY: the per-CPU scratch's block (free until the walk) holds far more than TS_WINDOW
+    // bytes; offsets are masked below it; the user read is checked.
+    unsafe {
+        let b = (*buf).block.as_mut_ptr();
+        if !bpf_probe_read_user_buf(b, len as u64, ts + lo as u64) {
+            return None;
+        }
+        let word = |off: u32| core::ptr::read_unaligned(b.add(((off - lo) & (TS_WINDOW - 1)) as usize) as *const u64);
+        (word(id) == me).then(|| word(fr))
+    }
+}
+
+/// Most bytes of a thread state read at once (a power of two).
+const TS_WINDOW: u32 = 256;

@@ -79,7 +79,6 @@ pub fn fresh(seen: &Seen, code: u64, owner: u64, now: u64) -> bool {
 /// Context of [`check_frame`] (bpf_loop over the frames just walked).
 #[repr(C)]
 pub struct Check {
-    pub p: PyProc,
     pub pid_tgid: u64,
     pub owner: u64,
     pub now: u64,
@@ -117,7 +116,9 @@ pub extern "C" fn check_frame(i: u64, ctx: *mut core::ffi::c_void) -> i64 {
 #[inline(always)]
 fn first_sight(c: &Check, code: u64) -> bool {
     let Some(s) = PY_CODE_SCRATCH.get_ptr_mut(0) else { return false };
-    let p = &c.p;
+    let Some(walk) = crate::python::scratch() else { return false };
+    // SAFETY: the walk's per-CPU scratch, this program's alone while it runs.
+    let p = unsafe { &(*walk).proc_ };
     let hl = p.code_head_len;
     if hl == 0 || hl > PY_CODE_HEAD_MAX {
         return false;

@@ -1,8 +1,8 @@
 //! Python call sites (`--stacks`, issue 17) on the ROCm simulator: tests/workloads/python_sites.py
 //! makes HIP calls through ctypes from known Python functions (a plain function, a method, a
-//! closure, a recursion 12 deep, a generator, a second thread) and writes down, from the
-//! interpreter itself, the function and line of every call. Every call's recorded site must be
-//! that Python function and line: exact counts, nothing missing, nothing extra; and every
+//! closure, a recursion 12 deep, one 46 deep of large frames, a generator, a second thread) and
+//! writes down, from the interpreter itself, the function and line of every call. Every call's
+//! recorded site must be that Python function and line: exact counts, nothing missing, nothing extra; and every
 //! Python frame of every call's chain named, the outermost `<module>` (main thread) or the
 //! thread's bootstrap (the second thread). One test per CPython of this machine's image and
 //! `--stacks` mode: Debian 12's 3.11 (/usr/bin/python3, non-PIE, the interpreter linked in) and
@@ -94,7 +94,7 @@ fn check(interp: (&str, &str, (u8, u8)), mode: &str, decode_after_exit: bool) {
     let py = python(interp);
     let (_d, db, truth) = trace(&py, mode, decode_after_exit);
     let c = Connection::open(&db).unwrap();
-    assert_eq!(truth.values().sum::<usize>(), REPS * 8, "the workload's own count");
+    assert_eq!(truth.values().sum::<usize>(), REPS * 9, "the workload's own count");
     assert_eq!(sites(&c), truth, "--stacks {mode}: (API, Python site, line) -> calls");
     // Every frame named, with its line: from the probe's copies, whenever the records are decoded.
     for tag in [
@@ -116,22 +116,13 @@ fn check(interp: (&str, &str, (u8, u8)), mode: &str, decode_after_exit: bool) {
     }
     assert_eq!(meta(&db, "python_processes").as_deref(), Some("1"));
     chains_named(&c, interp.2, mode);
-    // The recursion: the launch's stack holds `recurse` 13 times, then `main`, `<module>`.
-    let chain: Vec<String> = c
-        .prepare(
-            "SELECT f.symbol FROM api a JOIN rtl_api_stack s ON s.api_id = a.id JOIN rtl_stack_frame sf ON sf.stack_id = s.stack_id \
-             JOIN rtl_frame f ON f.id = sf.frame_id JOIN rtl_python_frame p ON p.frame_id = f.id \
-             WHERE s.stack_id = (SELECT st.id FROM rtl_stack st JOIN rtl_frame sf2 ON sf2.id = st.site_frame_id WHERE sf2.symbol = 'recurse' LIMIT 1) \
-             AND a.id = (SELECT min(api_id) FROM rtl_api_stack WHERE stack_id = s.stack_id) ORDER BY sf.depth",
-        )
-        .unwrap()
-        .query_map([], |r| r.get(0))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect();
-    let mut want = vec!["recurse".to_string(); 13];
-    want.extend(["main".to_string(), "<module>".to_string()]);
-    assert_eq!(chain, want, "the recursion's Python frames, innermost first");
+    // The recursions: the launch's stack holds `recurse` 13 times (`deep` 46 times: several
+    // pages, two data-stack chunks), then `main`, `<module>`.
+    for (f, n) in [("recurse", 13), ("deep", 46)] {
+        let mut want = vec![f.to_string(); n];
+        want.extend(["main".to_string(), "<module>".to_string()]);
+        assert_eq!(chain_of(&c, f), want, "--stacks {mode}: the recursion's Python frames, innermost first");
+    }
     if mode == "dwarf" {
         // Merged: each evaluation-loop frame of the native stack became its Python frames.
         let eval: i64 = c
@@ -143,6 +134,21 @@ fn check(interp: (&str, &str, (u8, u8)), mode: &str, decode_after_exit: bool) {
             .unwrap();
         assert_eq!(eval, 0, "an evaluation-loop frame was left unmerged");
     }
+}
+
+/// The Python frames (innermost first) of the first call whose site is function `f`.
+fn chain_of(c: &Connection, f: &str) -> Vec<String> {
+    c.prepare(
+        "SELECT f.symbol FROM api a JOIN rtl_api_stack s ON s.api_id = a.id JOIN rtl_stack_frame sf ON sf.stack_id = s.stack_id \
+         JOIN rtl_frame f ON f.id = sf.frame_id JOIN rtl_python_frame p ON p.frame_id = f.id \
+         WHERE s.stack_id = (SELECT st.id FROM rtl_stack st JOIN rtl_frame sf2 ON sf2.id = st.site_frame_id WHERE sf2.symbol = ?1 LIMIT 1) \
+         AND a.id = (SELECT min(api_id) FROM rtl_api_stack WHERE stack_id = s.stack_id) ORDER BY sf.depth",
+    )
+    .unwrap()
+    .query_map([f], |r| r.get(0))
+    .unwrap()
+    .map(Result::unwrap)
+    .collect()
 }
 
 /// Every Python frame of every call's chain is named (none left '?': the `<module>` frame of
@@ -173,7 +179,7 @@ fn chains_named(c: &Connection, version: (u8, u8), mode: &str) {
     }
     // 3.10 names functions by `co_name`; 3.11+ by `co_qualname`.
     let bootstrap = if version == (3, 10) { "_bootstrap" } else { "Thread._bootstrap" };
-    let want = BTreeMap::from([("<module>".to_string(), REPS * 7), (bootstrap.to_string(), REPS)]);
+    let want = BTreeMap::from([("<module>".to_string(), REPS * 8), (bootstrap.to_string(), REPS)]);
     assert_eq!(outermost, want, "--stacks {mode}: each call's outermost Python frame");
 }
 

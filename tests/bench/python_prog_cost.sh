@@ -1,6 +1,6 @@
 #!/bin/bash
 # In-kernel cost of Python frames per launch (bpf_stats): the probes' run time per call (entry + return)
-# of the python-stack-cost driver (hipLaunchKernel through ctypes from 11 Python frames) under
+# of the python-stack-cost driver (hipLaunchKernel through ctypes from DEPTH + 3 Python frames) under
 # `--stacks dwarf` and `--stacks dwarf --no-python-frames`, for one or more collector binaries,
 # interleaved rounds, medians. Wall time on a shared machine is noise; this is the figure.
 # Usage (root): tests/bench/python_prog_cost.sh ROUNDS BIN [BIN...]   (needs target/bench/librtlbench.so:
@@ -10,6 +10,10 @@ ROUNDS=$1; shift
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 LIB=${LIB:-$ROOT/target/bench/librtlbench.so}
 CALLS=${CALLS:-100000}
+# Nesting of the driver's Python functions (frames at each launch: DEPTH + 3, + runpy's).
+DEPTH=${DEPTH:-8}
+# --stacks mode (dwarf: the stack copy's cost is in both columns; fp: less of it).
+STACKS=${STACKS:-dwarf}
 [ -e "$LIB" ] || { echo "no $LIB: run cargo xtask bench stack-cost once" >&2; exit 1; }
 TMP=$(mktemp -d)
 was=$(sysctl -n kernel.bpf_stats_enabled)
@@ -26,8 +30,8 @@ one() { # BIN ARGS... -> entry + return ns per call
   # `run`: the collector describes the Python process to the probe before it runs (under --all
   # a process started later is described only at a rescan, after most of its calls).
   local bin=$1; shift
-  "$bin" run --apis hipLaunchKernel --lib "$LIB" --gpu none --quiet --force --stacks dwarf "$@" -o "$TMP/t.db" -- \
-    taskset -c 1 "${PYTHON:-python3}" -c "$WAIT_THEN_DRIVE" "$ROOT/tests/bench/py_launch_driver.py" "$LIB" "$CALLS" 8 3 >"$TMP/out" 2>"$TMP/err" &
+  "$bin" run --apis hipLaunchKernel --lib "$LIB" --gpu none --quiet --force --stacks "$STACKS" "$@" -o "$TMP/t.db" -- \
+    taskset -c 1 "${PYTHON:-python3}" -c "$WAIT_THEN_DRIVE" "$ROOT/tests/bench/py_launch_driver.py" "$LIB" "$CALLS" "$DEPTH" 3 >"$TMP/out" 2>"$TMP/err" &
   C=$!
   for _ in $(seq 1 600); do grep -q ns_per_call "$TMP/out" && break; sleep 0.1; done
   prog_stats $C | awk '{t += $1; n += $2} END {printf "%.1f\n", t / (n > 0 ? n / 2 : 1)}'
@@ -44,9 +48,9 @@ for ((r = 0; r < ROUNDS; r++)); do
   done
 done
 med() { tr ' ' '\n' | grep . | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-echo "python-prog-cost: probe ns per call, entry + return (bpf_stats), $CALLS calls from 11 Python frames (+ runpy's) x $ROUNDS interleaved rounds, medians"
+echo "python-prog-cost: probe ns per call, entry + return (bpf_stats), $CALLS calls from $((DEPTH + 3)) Python frames (+ runpy's) x $ROUNDS interleaved rounds, medians"
 for b in "$@"; do
   py=$(echo "${R["$b py"]}" | med); no=$(echo "${R["$b nopy"]}" | med)
-  echo "  $b: --stacks dwarf $py ns; --no-python-frames $no ns; Python frames add $(python3 -c "print('%+.1f' % ($py - $no))") ns"
-  echo "    rounds: dwarf [${R["$b py"]}] no-python [${R["$b nopy"]}]"
+  echo "  $b: --stacks $STACKS $py ns; --no-python-frames $no ns; Python frames add $(python3 -c "print('%+.1f' % ($py - $no))") ns"
+  echo "    rounds: $STACKS [${R["$b py"]}] no-python [${R["$b nopy"]}]"
 done

@@ -4,7 +4,8 @@
 Each HIP call is made on a line that also notes, from the interpreter itself, the function
 (`co_qualname`, or `co_name` on 3.10) and line of that call: the ground truth, written to --truth as lines
 "API<TAB>FUNCTION<TAB>LINE<TAB>CALLS". The calls come from a module-level function, a method,
-a closure, a recursion 12 deep, a generator, and a second thread (ctypes releases the GIL
+a closure, a recursion 12 deep, one
+46 deep with large frames, a generator, and a second thread (ctypes releases the GIL
 around each foreign call, so the tracer must find the calling thread's own state).
 
 Usage: python_sites.py --reps N --truth PATH  (libamdhip64.so found through LD_LIBRARY_PATH)
@@ -75,6 +76,18 @@ def recurse(depth):
         return
     recurse(depth - 1)
 
+def deep(depth):
+    # Large frames (40 locals each), DEEP of them: on 3.11+ the chain spans several pages and
+    # more than the thread's first 16 KiB data-stack chunk.
+    a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = a8 = a9 = a10 = a11 = a12 = a13 = a14 = a15 = a16 = a17 = a18 = a19 = depth
+    b0 = b1 = b2 = b3 = b4 = b5 = b6 = b7 = b8 = b9 = b10 = b11 = b12 = b13 = b14 = b15 = b16 = b17 = b18 = b19 = a0
+    if depth == 0:
+        check(hip.hipLaunchKernel(ctypes.addressof(STUBS[1]), GRID, BLOCK, None, 0, None)); note("hipLaunchKernel")
+        return b19
+    return deep(depth - 1)
+
+DEEP = 45
+
 def generator(n):
     for _ in range(n):
         check(hip.hipLaunchKernel(ctypes.addressof(STUBS[0]), GRID, BLOCK, None, 0, None)); note("hipLaunchKernel")
@@ -102,6 +115,7 @@ def main():
         model.forward(dev, host)
         outer(dev)
         recurse(12)
+        deep(DEEP)
     for _ in generator(a.reps):
         pass
     t = threading.Thread(target=worker, args=(dev, a.reps))

@@ -135,7 +135,15 @@ impl Python {
             bytes: interp.bytes_type.wrapping_add(bias),
         };
         self.generation = self.generation.wrapping_add(1);
-        let probe = code_record::describe(PyProc { runtime, generation: self.generation, ..layout.probe }, &layout.code);
+        let probe = code_record::describe(
+            PyProc {
+                runtime,
+                generation: self.generation,
+                frame_blocks: u32::from(layout.flags != FrameFlags::EachFrameEntry),
+                ..layout.probe
+            },
+            &layout.code,
+        );
         self.forget_code(pid);
         self.procs.insert(pid, Arc::new(Process { layout, types, probe }));
         self.stats.processes += 1;
