@@ -252,6 +252,10 @@ pub const STACK_MODE_FRAME_POINTERS: u32 = 1;
 /// [`UserStackHead::mode`]: `len` bytes of the user stack from `sp` up, copied as they are, to be
 /// unwound in user space from the binaries' `.eh_frame`.
 pub const STACK_MODE_COPY: u32 = 2;
+/// Or'ed into a copy's [`UserStackHead::mode`]: the copy stops at the innermost Python
+/// evaluation loop's frame (the Python walk gave its place on the stack), on purpose: the Python
+/// frames stand for what lies beyond, so a native stack that ends there is not cut short.
+pub const STACK_CUT_AT_PYTHON: u32 = 1 << 8;
 /// Most bytes of user stack one [`EventKind::UserStack`] record carries.
 pub const STACK_COPY_MAX: usize = 16384;
 
@@ -260,7 +264,7 @@ pub const STACK_COPY_MAX: usize = 16384;
 #[derive(Clone, Copy, Debug, Default)]
 pub struct UserStackHead {
     pub hdr: EventHeader,
-    /// [`STACK_MODE_FRAME_POINTERS`] or [`STACK_MODE_COPY`].
+    /// [`STACK_MODE_FRAME_POINTERS`] or [`STACK_MODE_COPY`] (with [`STACK_CUT_AT_PYTHON`]).
     pub mode: u32,
     /// Bytes of data after the head.
     pub len: u32,

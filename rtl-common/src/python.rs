@@ -17,6 +17,8 @@ pub const PY_FRAMES_MAX: usize = 64;
 pub const PY_THREADS_MAX: usize = 64;
 /// [`PyProc::cframe_current`] when the thread-state field is the frame pointer itself.
 pub const PY_NO_CFRAME: u32 = u32::MAX;
+/// [`PyProc::cstack_owner`] when no frame marks an evaluation loop's place on the C stack.
+pub const PY_NO_CSTACK_OWNER: u32 = u32::MAX;
 
 /// How to find the calling thread's Python frames in one process: the absolute address of
 /// `_PyRuntime` and byte offsets of the fields followed (all below 4 KiB except the first two).
@@ -70,7 +72,10 @@ pub struct PyProc {
     /// callees, and the probe reads them a block at a time; 0 (3.10, frames are heap objects):
     /// one frame per read.
     pub frame_blocks: u32,
-    pub _pad: u32,
+    /// The owner value (the flags' low byte) of an evaluation loop's entry frame, which lives
+    /// on the C stack inside the loop's own native frame (3.12+: `FRAME_OWNED_BY_CSTACK`, 3);
+    /// [`PY_NO_CSTACK_OWNER`] when none does (3.10, 3.11: `cframe` gives that place).
+    pub cstack_owner: u32,
 }
 
 /// Most bytes of a code object's head the probe reads.

@@ -75,10 +75,11 @@ fn enter(ctx: ProbeContext) -> u32 {
         slot.submit(wakeup_flags(core::mem::size_of::<ApiEnterShort>()));
     }
     if ck & cookie::USER_STACK != 0 {
+        let mut python_at = 0;
         if crate::helpers::cfg(rtl_common::config::STACK_MODE) != 0 {
-            crate::python::python_stack((ck & cookie::API_MASK) as u32, pid_tgid);
+            python_at = crate::python::python_stack((ck & cookie::API_MASK) as u32, pid_tgid);
         }
-        user_stack(&ctx, ck, pid_tgid);
+        user_stack(&ctx, ck, pid_tgid, python_at);
     }
     0
 }

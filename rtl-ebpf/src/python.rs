@@ -73,6 +73,8 @@ struct Walk {
     /// The cache's owner word and the walk's time ([`fresh`]).
     owner: u64,
     now: u64,
+    /// The first frame on the C stack ([`PyProc::cstack_owner`]; 0: none yet).
+    cstack: u64,
 }
 
 /// Most bytes of one block read: the rest of a frame's page below its window (a read that
@@ -97,12 +99,14 @@ fn rd(addr: u64) -> Option<u64> {
 }
 
 /// The calling thread's Python frames, as a record before its user-stack record; nothing when
-/// the process is not a described Python process.
+/// the process is not a described Python process. Returns where the innermost evaluation loop
+/// keeps its state on the thread's C stack (its `_PyCFrame`, or its entry frame), a place
+/// inside that loop's native frame, when the record was sent; else 0.
 #[inline(always)]
-pub fn python_stack(api_id: u32, pid_tgid: u64) {
+pub fn python_stack(api_id: u32, pid_tgid: u64) -> u64 {
     // SAFETY: read-only lookup of a plain value, copied out.
-    let Some(proc_) = (unsafe { PY_PROCS.get(&((pid_tgid >> 32) as u32)) }) else { return };
-    let Some(buf) = scratch() else { return };
+    let Some(proc_) = (unsafe { PY_PROCS.get(&((pid_tgid >> 32) as u32)) }) else { return 0 };
+    let Some(buf) = scratch() else { return 0 };
     // The description, copied into the scratch (the stack has no room for it; the code-object
     // copies read it there too).
     // SAFETY: the per-CPU scratch is this program's alone while it runs.
@@ -112,13 +116,15 @@ pub fn python_stack(api_id: u32, pid_tgid: u64) {
     };
     let me = crate::helpers::fsbase(pid_tgid);
     if me == 0 {
-        return;
+        return 0;
     }
     let Some((ts, first, mut frame)) = thread_state(p, buf, pid_tgid, me) else {
         crate::helpers::bump(counter::PY_NO_THREAD);
-        return;
+        return 0;
     };
+    let mut cframe = 0;
     if p.cframe_current != PY_NO_CFRAME && frame != 0 {
+        cframe = frame;
         frame = rd(frame + p.cframe_current as u64).unwrap_or(0);
     }
     // SAFETY: helper without preconditions.
@@ -127,7 +133,7 @@ pub fn python_stack(api_id: u32, pid_tgid: u64) {
     // SAFETY: the per-CPU scratch is this program's alone while it runs; every access is
     // bounded by its arrays (indices masked or checked); user reads are checked.
     unsafe {
-        (*buf).walk = Walk { frame, lo: 0, hi: 0, n: 0, truncated: 0, owner, now };
+        (*buf).walk = Walk { frame, lo: 0, hi: 0, n: 0, truncated: 0, owner, now, cstack: 0 };
         (*buf).unsent = 0;
         aya_ebpf::helpers::generated::bpf_loop(PY_FRAMES_MAX as u32, walk_frame as *mut _, core::ptr::null_mut(), 0);
         let n = ((*buf).walk.n as usize).min(PY_FRAMES_MAX);
@@ -136,7 +142,7 @@ pub fn python_stack(api_id: u32, pid_tgid: u64) {
             truncated = 1;
         }
         if n == 0 {
-            return;
+            return 0;
         }
         if (*buf).unsent != 0 {
             // Copies of the code objects not known sent go first, in ring-buffer order.
@@ -147,7 +153,7 @@ pub fn python_stack(api_id: u32, pid_tgid: u64) {
         (*buf).head = PyStackHead { hdr, count: n as u32, truncated, tstate: ts };
         let total = core::mem::size_of::<PyStackHead>() + (n & (PY_FRAMES_MAX * 2 - 1)) * core::mem::size_of::<PyFrameRaw>();
         if total > core::mem::size_of::<PyStackHead>() + PY_FRAMES_MAX * core::mem::size_of::<PyFrameRaw>() {
-            return;
+            return 0;
         }
         let bytes = core::slice::from_raw_parts(buf as *const u8, total);
         // A thread's first Python record (its state just found) wakes the collector at once:
@@ -159,6 +165,12 @@ pub fn python_stack(api_id: u32, pid_tgid: u64) {
         let flags = if first { BPF_RB_FORCE_WAKEUP } else { crate::helpers::wakeup_flags(total) };
         if crate::maps::EVENTS.output::<[u8]>(bytes, flags).is_err() {
             crate::helpers::bump(counter::PY_STACKS_LOST);
+            return 0;
+        }
+        if cframe != 0 {
+            cframe
+        } else {
+            (*buf).walk.cstack
         }
     }
 }
@@ -210,6 +222,9 @@ extern "C" fn walk_frame(_i: u64, _ctx: *mut core::ffi::c_void) -> i64 {
         f.code = code;
         f.instr = word(p.frame_instr);
         f.flags = word(p.frame_flags) & 0xffff;
+        if w.cstack == 0 && (f.flags & 0xff) as u32 == p.cstack_owner {
+            w.cstack = w.frame;
+        }
         w.frame = word(p.frame_previous);
         w.n = n as u64 + 1;
         if p.code_head_len != 0 && !fresh(&(*buf).seen[slot(code)], code, w.owner, w.now) {

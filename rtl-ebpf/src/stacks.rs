@@ -9,7 +9,9 @@ use aya_ebpf::{
     programs::ProbeContext,
     EbpfContext,
 };
-use rtl_common::{config, cookie, counter, EventKind, UserStackHead, STACK_COPY_MAX, STACK_MODE_COPY, STACK_MODE_FRAME_POINTERS};
+use rtl_common::{
+    config, cookie, counter, EventKind, UserStackHead, STACK_COPY_MAX, STACK_CUT_AT_PYTHON, STACK_MODE_COPY, STACK_MODE_FRAME_POINTERS,
+};
 
 use crate::{
     helpers::{bump, cfg, header, thread_generation, wakeup_flags},
@@ -40,24 +42,37 @@ struct FpRecord {
 /// The caller's user stack, after the entry record ([`EventKind::UserStack`]): frame-pointer
 /// addresses from `bpf_get_stack`, or a copy of the stack's top bytes to unwind in user space,
 /// as `config::STACK_MODE` says. Bounded: at most [`STACK_COPY_MAX`] bytes, page by page (a read
-/// that crosses the end of the stack mapping would fail whole).
+/// that crosses the end of the stack mapping would fail whole). A copy stops just past
+/// `python_at` (from [`crate::python::python_stack`], 0: none) when that comes first: the
+/// innermost Python evaluation loop's state, inside its native frame; the Python frames just
+/// sent stand for what lies beyond (and the bytes not copied are the copy's cost).
 #[inline(always)]
-pub(crate) fn user_stack(ctx: &ProbeContext, ck: u64, pid_tgid: u64) {
+pub(crate) fn user_stack(ctx: &ProbeContext, ck: u64, pid_tgid: u64, python_at: u64) {
     let mode = cfg(config::STACK_MODE) as u32;
     if mode == STACK_MODE_FRAME_POINTERS {
         frame_pointers(ctx, ck, pid_tgid);
     } else if mode == STACK_MODE_COPY {
         // One reservation size per bucket of `--stack-bytes` (the default, 8 KiB, reserves 12).
         let want = (cfg(config::STACK_BYTES) as usize).min(STACK_COPY_MAX);
+        // SAFETY: `regs` is the probe's own pt_regs.
+        let sp = unsafe { (*ctx.regs).rsp };
+        let (want, mode) = match python_at.checked_sub(sp) {
+            Some(d) if d > 0 && d + PAST_PYTHON < want as u64 => ((d + PAST_PYTHON) as usize, STACK_MODE_COPY | STACK_CUT_AT_PYTHON),
+            _ => (want, STACK_MODE_COPY),
+        };
         if want <= 4096 {
-            copy::<4096>(ctx, ck, pid_tgid, want);
+            copy::<4096>(ctx, ck, pid_tgid, want, mode);
         } else if want <= 8192 {
-            copy::<8192>(ctx, ck, pid_tgid, want);
+            copy::<8192>(ctx, ck, pid_tgid, want, mode);
         } else {
-            copy::<STACK_COPY_MAX>(ctx, ck, pid_tgid, want);
+            copy::<STACK_COPY_MAX>(ctx, ck, pid_tgid, want, mode);
         }
     }
 }
+
+/// Bytes copied past the evaluation loop's state (see [`user_stack`]): the rest of a
+/// `_PyCFrame` or entry frame, which the unwinder does not need; a margin.
+const PAST_PYTHON: u64 = 128;
 
 /// The head of a stack record (`len` and `ret_addr` filled by the caller).
 #[inline(always)]
@@ -97,7 +112,7 @@ fn frame_pointers(ctx: &ProbeContext, ck: u64, pid_tgid: u64) {
 /// `want` (<= `W`) bytes of the stack from sp up, copied page by page into the record; fewer
 /// where the stack mapping ends first.
 #[inline(always)]
-fn copy<const W: usize>(ctx: &ProbeContext, ck: u64, pid_tgid: u64, want: usize) {
+fn copy<const W: usize>(ctx: &ProbeContext, ck: u64, pid_tgid: u64, want: usize, mode: u32) {
     let Some(mut slot) = EVENTS.reserve::<StackRecord<W>>(0) else {
         bump(counter::STACKS_LOST);
         return;
@@ -107,7 +122,7 @@ fn copy<const W: usize>(ctx: &ProbeContext, ck: u64, pid_tgid: u64, want: usize)
     // SAFETY: exclusively owned reserved slot; every copy lies inside it (offset < W, at most a
     // page, W + 4096 bytes of room); user reads are checked.
     unsafe {
-        (*rec).head = head(ctx, ck, pid_tgid, STACK_MODE_COPY);
+        (*rec).head = head(ctx, ck, pid_tgid, mode);
         // Bytes, not the `data` field: a copy may run on into `slack`.
         let data = (rec as *mut u8).add(core::mem::size_of::<UserStackHead>());
         let sp = (*rec).head.sp;

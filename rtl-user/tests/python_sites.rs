@@ -133,6 +133,20 @@ fn check(interp: (&str, &str, (u8, u8)), mode: &str, decode_after_exit: bool) {
             )
             .unwrap();
         assert_eq!(eval, 0, "an evaluation-loop frame was left unmerged");
+        // 3.11+: every copy stopped at the innermost evaluation loop (the Python walk gave its
+        // place), and unwound that far: none cut short. 3.10 gives no such place (and its
+        // 46-deep recursion, one native frame per Python frame, outgrows the 8 KiB copy).
+        let cut = meta(&db, "stacks_cut_at_python");
+        if interp.2 >= (3, 11) {
+            let truncated = meta(&db, "stacks_truncated");
+            assert_eq!(
+                (cut.as_deref(), truncated.as_deref()),
+                (Some(&*(REPS * 9).to_string()), Some("0")),
+                "(stacks_cut_at_python, stacks_truncated)"
+            );
+        } else {
+            assert_eq!(cut.as_deref(), Some("0"), "stacks_cut_at_python");
+        }
     }
 }
 

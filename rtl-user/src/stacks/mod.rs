@@ -17,7 +17,7 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use framehop::x86_64::CacheX86_64;
-use rtl_common::{UserStackHead, STACK_MODE_COPY, STACK_MODE_FRAME_POINTERS};
+use rtl_common::{UserStackHead, STACK_CUT_AT_PYTHON, STACK_MODE_COPY, STACK_MODE_FRAME_POINTERS};
 
 use modules::{Mapping, Module};
 use unwind::{AddressSpace, Unwound};
@@ -39,6 +39,9 @@ pub struct StackStats {
     pub records: u64,
     pub kept: u64,
     pub truncated: u64,
+    /// Copies the probe stopped at the innermost Python evaluation loop (`STACK_CUT_AT_PYTHON`)
+    /// and that unwound to it: the Python frames stand for the rest, nothing is cut short.
+    pub cut_at_python: u64,
     pub distinct_stacks: u64,
     pub distinct_frames: u64,
     /// Stacks not kept: the trace's frame or stack limit was reached.
@@ -195,7 +198,7 @@ impl StackRecorder {
         if space.is_none() {
             self.stats.unknown_process += 1;
         }
-        let unwound = match head.mode {
+        let mut unwound = match head.mode & !STACK_CUT_AT_PYTHON {
             STACK_MODE_COPY => match &space {
                 Some(s) => s.unwind_copy(&mut self.cache, head.ret_addr, head.sp, head.bp, data),
                 None => Unwound { frames: vec![head.ret_addr], truncated: true },
@@ -209,6 +212,15 @@ impl StackRecorder {
         let py = self.python.take(pid_tgid, head.hdr.api_id);
         if unwound.frames.is_empty() && py.is_empty() {
             return;
+        }
+        if head.mode & STACK_CUT_AT_PYTHON != 0 && unwound.truncated && !py.is_empty() {
+            // The copy stopped inside the innermost evaluation loop's frame on purpose: when
+            // the unwinder got that far, the stack is whole (the Python frames go on from there).
+            let last = unwound.frames.last().and_then(|&a| space.as_deref()?.find(a.saturating_sub(1)));
+            if last.and_then(|(m, svma)| m.symbol(svma)).is_some_and(|(name, _)| python::is_eval_loop(name)) {
+                unwound.truncated = false;
+                self.stats.cut_at_python += 1;
+            }
         }
         if unwound.truncated {
             self.stats.truncated += 1;
@@ -368,6 +380,7 @@ impl StackRecorder {
             ("stack_records", s.records.to_string()),
             ("stacks_kept", s.kept.to_string()),
             ("stacks_truncated", s.truncated.to_string()),
+            ("stacks_cut_at_python", s.cut_at_python.to_string()),
             ("stacks_distinct", s.distinct_stacks.to_string()),
             ("stack_frames_distinct", s.distinct_frames.to_string()),
             ("stacks_over_limit", s.over_limit.to_string()),

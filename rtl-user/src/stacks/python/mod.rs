@@ -140,6 +140,7 @@ impl Python {
                 runtime,
                 generation: self.generation,
                 frame_blocks: u32::from(layout.flags != FrameFlags::EachFrameEntry),
+                cstack_owner: if layout.flags == FrameFlags::OwnerCStack { 3 } else { rtl_common::python::PY_NO_CSTACK_OWNER },
                 ..layout.probe
             },
             &layout.code,
