@@ -61,6 +61,11 @@ pub enum EventKind {
     /// Return from a probed API that has no output-pointer argument ([`ApiExitShort`]): the
     /// common case, 16 bytes smaller than [`ApiExit`].
     ApiExitShort = 15,
+    /// A whole call of a probed API without stack words, string, output pointer or stack
+    /// record ([`ApiCall`]): the entry parked its data in the thread's call slot (`CALL_SLOTS`)
+    /// and the return wrote entry and return as one record, in place of an
+    /// [`EventKind::ApiEnterShort`] + [`EventKind::ApiExitShort`] pair.
+    ApiCall = 16,
 }
 
 impl EventKind {
@@ -81,6 +86,7 @@ impl EventKind {
             13 => Self::PythonStack,
             14 => Self::PythonCode,
             15 => Self::ApiExitShort,
+            16 => Self::ApiCall,
             _ => return None,
         })
     }
@@ -155,6 +161,46 @@ pub struct ApiExitShort {
     /// As [`ApiExit::ret`].
     pub ret: u64,
 }
+
+/// A whole call in one record ([`EventKind::ApiCall`]): `hdr.ts_ns` is the return's time.
+/// The collector reads it as an [`ApiEnterShort`] at `enter_ts` followed by an [`ApiExitShort`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ApiCall {
+    pub hdr: EventHeader,
+    /// The entry's `bpf_ktime_get_ns()`.
+    pub enter_ts: u64,
+    /// The six integer argument registers at entry.
+    pub args: [u64; 6],
+    /// As [`ApiEnter::fsbase`].
+    pub fsbase: u64,
+    /// As [`ApiExit::ret`].
+    pub ret: u64,
+}
+
+/// One thread's parked entry (the `CALL_SLOTS` array, indexed by `tid & config::CALL_SLOT_MASK`):
+/// the data of an [`ApiEnterShort`] kept until the call returns. 128 bytes, two cache lines,
+/// so that threads of neighbouring ids on different CPUs do not share a line.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CallSlot {
+    /// The owning thread's `pid_tgid`, claimed with a compare-and-swap from 0; 0: free.
+    pub owner: u64,
+    /// The stack pointer the call returns with (its entry's `rsp + 8`): a return with another
+    /// is not this call's (a nested call), an entry at or above it means the parked call's frame
+    /// is gone (longjmp, an exception).
+    pub ret_sp: u64,
+    pub ts_ns: u64,
+    pub api_id: u64,
+    pub args: [u64; 6],
+    pub fsbase: u64,
+    pub _pad: [u64; 5],
+}
+
+/// Slots of the `CALL_SLOTS` map (a power of two): threads whose ids are equal modulo this (or
+/// modulo `config::CALL_SLOT_MASK + 1`, when the collector sets a smaller mask) share a slot;
+/// while one holds it the others write two records per call, as without slots.
+pub const CALL_SLOTS_MAX: u32 = 8192;
 
 /// Longest string argument kept (bytes, including the terminating NUL).
 pub const STRING_ARG_LEN: usize = 256;
@@ -357,7 +403,10 @@ pub mod config {
     /// Byte offset of `vm_end` in `struct vm_area_struct` (from kernel BTF); 0: unknown (then a
     /// stack copy is read page by page until a page fails, instead of to the mapping's end).
     pub const VMA_END_OFF: u32 = 22;
-    pub const LEN: u32 = 23;
+    /// `tid & this` picks a thread's `CALL_SLOTS` slot (a power of two minus one, below
+    /// [`CALL_SLOTS_MAX`](super::CALL_SLOTS_MAX)); 0: no slots, every call writes two records.
+    pub const CALL_SLOT_MASK: u32 = 23;
+    pub const LEN: u32 = 24;
 }
 
 /// Slots of the per-CPU `COUNTERS` array map.
@@ -395,7 +444,13 @@ pub mod counter {
     pub const PY_CODES_LOST: u32 = 12;
     /// Code objects whose head the probe could not read (named from the live process).
     pub const PY_CODES_UNREADABLE: u32 = 13;
-    pub const LEN: u32 = 14;
+    /// Calls written as one [`crate::EventKind::ApiCall`] record (each also counted in
+    /// `ENTRIES` and `EXITS`).
+    pub const CALLS_COMBINED: u32 = 14;
+    /// Parked entries written as an `ApiEnterShort` before their return: another record of
+    /// the thread came first (a nested call, a thread exit, an exec, a frame unwound past).
+    pub const PARKED_FLUSHED: u32 = 15;
+    pub const LEN: u32 = 16;
 }
 
 /// Offsets in glibc's (and musl's) `struct r_debug` and `struct link_map` on x86-64

@@ -10,6 +10,7 @@ use aya_ebpf::{
 use rtl_common::{cookie, counter, ApiEnter, ApiEnterShort, EventKind, MAX_ARGS, MAX_STACK_ARGS};
 
 use crate::{
+    call_slots::{flush_own, park},
     helpers::{bump, fsbase, header, reg_args, traced, wakeup_flags},
     maps::{EVENTS, OUT_PTRS},
     stacks::user_stack,
@@ -41,6 +42,19 @@ fn enter(ctx: ProbeContext) -> u32 {
     let string_arg = (ck >> cookie::STRING_SHIFT) & cookie::NIBBLE;
     let out_arg = (ck >> cookie::OUT_SHIFT) & cookie::NIBBLE;
     let regs = reg_args(&ctx);
+    let common = ck & !cookie::API_MASK == 0;
+    if common {
+        // No string, stack words, output pointer or stack record: park the entry, the return
+        // writes the whole call (`call_slots`).
+        // SAFETY: the probe's own pt_regs; at entry rsp points at the return address.
+        let ret_sp = unsafe { (*ctx.regs).rsp } + 8;
+        if park(ret_sp, (ck & cookie::API_MASK) as u32, &regs, || fsbase(pid_tgid), pid_tgid) {
+            return 0;
+        }
+    } else {
+        // This call's records come after a parked entry of the thread.
+        flush_own(pid_tgid);
+    }
     if out_arg != 0 {
         // Remember where the API will write its result; api_exit reads it.
         if let Some(p) = regs.get((out_arg - 1) as usize) {

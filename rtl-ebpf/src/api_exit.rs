@@ -9,6 +9,7 @@ use aya_ebpf::{
 use rtl_common::{cookie, counter, ApiExit, ApiExitShort, EventKind};
 
 use crate::{
+    call_slots::{flush_own, unpark},
     helpers::{bump, header, traced, wakeup_flags},
     maps::{EVENTS, OUT_PTRS},
     strings::late_string,
@@ -36,6 +37,15 @@ fn exit(ctx: RetProbeContext) -> u32 {
     bump(counter::EXITS);
     // SAFETY: the context pointer is the program's own.
     let ck = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) };
+    // SAFETY: the probe's own pt_regs.
+    let sp = unsafe { (*ctx.regs).rsp };
+    if ck & !cookie::API_MASK == 0 && unpark(sp, ctx.ret::<u64>(), (ck & cookie::API_MASK) as u32, pid_tgid) {
+        return 0;
+    }
+    if ck & !cookie::API_MASK != 0 {
+        // A parked entry of this thread (a call this one made) goes before this return.
+        flush_own(pid_tgid);
+    }
     if (ck >> cookie::STRING_SHIFT) & cookie::NIBBLE != 0 {
         late_string(&ck, pid_tgid);
     }

@@ -21,9 +21,12 @@
 //! exit tracepoints).
 #![no_std]
 #![no_main]
+#![feature(core_intrinsics)]
+#![allow(internal_features)]
 
 mod api_enter;
 mod api_exit;
+mod call_slots;
 mod helpers;
 mod loader;
 mod maps;

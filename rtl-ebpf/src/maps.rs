@@ -4,7 +4,7 @@ use aya_ebpf::{
     macros::map,
     maps::{Array, HashMap, LruHashMap, PerCpuArray, RingBuf},
 };
-use rtl_common::{config, counter, LoaderName, LoaderTail, LOADER_NAMES_MAX, LOADER_PATH_LEN, RINGBUF_BYTES};
+use rtl_common::{config, counter, CallSlot, LoaderName, LoaderTail, LOADER_NAMES_MAX, LOADER_PATH_LEN, RINGBUF_BYTES};
 
 #[map]
 pub(crate) static EVENTS: RingBuf = RingBuf::with_byte_size(RINGBUF_BYTES, 0);
@@ -65,6 +65,11 @@ pub(crate) static WAKE_LAST: PerCpuArray<[u64; 2]> = PerCpuArray::with_max_entri
 /// The time of the last thread exit or exec (`helpers::next_thread_generation`).
 #[map]
 pub(crate) static THREAD_GEN: Array<u64> = Array::with_max_entries(1, 0);
+
+/// Parked entries of common calls, one slot per thread id modulo the slot count (see
+/// `call_slots`).
+#[map]
+pub(crate) static CALL_SLOTS: Array<CallSlot> = Array::with_max_entries(rtl_common::CALL_SLOTS_MAX, 0);
 
 #[map]
 pub(crate) static CONFIG: Array<u64> = Array::with_max_entries(config::LEN, 0);

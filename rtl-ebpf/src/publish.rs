@@ -9,6 +9,7 @@ use aya_ebpf::{
 use rtl_common::{config, counter, AgentBatch, EventKind, AGENT_BATCH_MAX};
 
 use crate::{
+    call_slots::flush_own,
     helpers::{bump, cfg, header, traced, wakeup_flags},
     maps::EVENTS,
 };
@@ -33,6 +34,8 @@ fn publish(ctx: ProbeContext) -> u32 {
     if !traced((pid_tgid >> 32) as u32) {
         return 0;
     }
+    // A batch published from inside a parked call comes after that call's entry.
+    flush_own(pid_tgid);
     let data: u64 = ctx.arg(0).unwrap_or(0);
     let len: u64 = ctx.arg(1).unwrap_or(0);
     let Some(mut slot) = EVENTS.reserve::<AgentBatch>(0) else {

@@ -10,6 +10,7 @@ use aya_ebpf::{
 use rtl_common::{config, counter, EventKind, ExecEvent, TaskEvent, ThreadExitEvent, EXEC_ARGS_LEN};
 
 use crate::{
+    call_slots::flush_own,
     helpers::{bump, cfg, header, next_thread_generation, traced},
     maps::{EVENTS, LOADER_TAILS, TRACED},
 };
@@ -98,6 +99,10 @@ pub fn task_exec(ctx: RawTracePointContext) -> u32 {
     if !traced((pid_tgid >> 32) as u32) {
         return 0;
     }
+    // A call parked before the exec (under the thread id it had then: a thread that is not
+    // the leader takes the leader's id) never returns: its entry goes before the exec.
+    let old_tid: u64 = ctx.arg(1);
+    flush_own((pid_tgid & !0xffff_ffff) | (old_tid & 0xffff_ffff));
     // A new image, a new library list.
     let _ = LOADER_TAILS.remove(&((pid_tgid >> 32) as u32));
     let Some(mut slot) = EVENTS.reserve::<ExecEvent>(0) else {
@@ -193,6 +198,8 @@ pub fn task_exit(_ctx: RawTracePointContext) -> u32 {
     next_thread_generation();
     let pid_tgid = bpf_get_current_pid_tgid();
     if traced((pid_tgid >> 32) as u32) {
+        // A call it parked never returns: its entry goes before the exit.
+        flush_own(pid_tgid);
         if killed_by_exec() {
             task_event(EventKind::ExecKill, pid_tgid, 0);
         } else {

@@ -2,8 +2,8 @@
 //! a record of unknown kind or wrong size is counted, never trusted.
 
 use rtl_common::{
-    AgentBatch, ApiEnter, ApiEnterShort, ApiExit, ApiExitShort, EventHeader, EventKind, ExecEvent, StringEnter, StringLate, TaskEvent,
-    ThreadExitEvent,
+    AgentBatch, ApiCall, ApiEnter, ApiEnterShort, ApiExit, ApiExitShort, EventHeader, EventKind, ExecEvent, StringEnter, StringLate,
+    TaskEvent, ThreadExitEvent,
 };
 
 /// One decoded ring-buffer record.
@@ -15,6 +15,9 @@ pub enum Event {
     /// The string argument of the open call `hdr.api_id` on `hdr.pid_tgid`, read at its return.
     StringLate(EventHeader, String),
     Exit(ApiExit),
+    /// A whole call in one record ([`EventKind::ApiCall`]): its entry, then its return, as the
+    /// `ApiEnterShort` + `ApiExitShort` pair it stands for.
+    Call(ApiEnter, ApiExit),
     /// A thread exited, with its name then (`comm`).
     ThreadExit(EventHeader, String),
     /// A thread killed by another thread's exec.
@@ -89,6 +92,16 @@ pub fn decode(b: &[u8]) -> Result<Event, DecodeError> {
         EventKind::ApiExitShort => {
             let e: ApiExitShort = read(b).ok_or_else(wrong)?;
             Event::Exit(ApiExit { hdr: e.hdr, ret: e.ret, out: 0, has_out: 0, _pad: 0 })
+        }
+        EventKind::ApiCall => {
+            let c: ApiCall = read(b).ok_or_else(wrong)?;
+            let h = |kind: EventKind, ts_ns| EventHeader { kind: kind as u32, ts_ns, ..c.hdr };
+            let mut args = [0; rtl_common::MAX_ARGS];
+            args[..6].copy_from_slice(&c.args);
+            Event::Call(
+                ApiEnter { hdr: h(EventKind::ApiEnterShort, c.enter_ts), args, fsbase: c.fsbase },
+                ApiExit { hdr: h(EventKind::ApiExitShort, c.hdr.ts_ns), ret: c.ret, out: 0, has_out: 0, _pad: 0 },
+            )
         }
         EventKind::ThreadExit => {
             let e: ThreadExitEvent = read(b).ok_or_else(wrong)?;

@@ -171,6 +171,12 @@ impl Joiner {
     pub fn push(&mut self, ev: Event, out: &mut Vec<Row>) {
         self.stats.events += 1;
         match ev {
+            Event::Call(e, x) => {
+                // One record, read as the entry and return it stands for.
+                self.push(Event::Enter(e), out);
+                self.push(Event::Exit(x), out);
+                self.stats.events -= 2;
+            }
             Event::Enter(e) => {
                 self.saw_process(e.hdr.pid_tgid, e.hdr.ts_ns, out);
                 let id = self.pairer.enter(&e, None);

@@ -121,6 +121,7 @@ impl Probes {
         // Wake the reader at 1/16 of the buffer; it also drains every DRAIN_INTERVAL.
         me.set_config(config::WAKEUP_BYTES, (opts.ringbuf_bytes / 16) as u64)?;
         me.set_config(config::LOADER_STOP, opts.loader_stop as u64)?;
+        me.set_config(config::CALL_SLOT_MASK, super::call_slots::mask_from_env()?)?;
         if opts.loader_stop {
             me.set_loader_names(&opts.runtime.probed_name_prefixes())?;
         }
@@ -382,6 +383,16 @@ impl Probes {
         Ok(pid as u32)
     }
 
+    /// Entries of calls still in flight, parked in the call slots (read after [`Self::quiesce`]
+    /// and the last drain of the ring buffer).
+    pub fn parked_entries(&self) -> Result<Vec<rtl_common::ApiEnter>> {
+        let mask = self.config(config::CALL_SLOT_MASK)?;
+        if mask == 0 {
+            return Ok(Vec::new());
+        }
+        super::call_slots::parked_entries(self.ebpf.map("CALL_SLOTS").context("CALL_SLOTS map")?, mask)
+    }
+
     pub fn attached(&self) -> impl Iterator<Item = &AttachReport> {
         self.attached.values()
     }
@@ -419,6 +430,8 @@ impl Probes {
             ("ringbuf_drops_per_cpu", per_cpu.iter().map(u64::to_string).collect::<Vec<_>>().join(",")),
             ("probe_entries", self.counter(counter::ENTRIES).to_string()),
             ("probe_exits", self.counter(counter::EXITS).to_string()),
+            ("probe_calls_combined", self.counter(counter::CALLS_COMBINED).to_string()),
+            ("probe_parked_flushed", self.counter(counter::PARKED_FLUSHED).to_string()),
             ("stacks_lost_in_probe", self.counter(counter::STACKS_LOST).to_string()),
             ("python_stacks_lost_in_probe", self.counter(counter::PY_STACKS_LOST).to_string()),
             ("python_threads_not_found", self.counter(counter::PY_NO_THREAD).to_string()),

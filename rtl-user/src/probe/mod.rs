@@ -1,9 +1,10 @@
 //! The probes: which APIs ([`apis`], with [`hip_returns`] generated from the HIP headers),
 //! where ([`library`], [`symbols`], [`demangle`], found and read off the event loop by [`scan`],
 //! through [`untrusted`]), which of them ([`selection`]), the kernel objects ([`ebpf_object`]
-//! loads them, [`loader`] attaches them) and the kernel facts they need ([`btf`], [`dynamic_loader`]).
+//! loads them, [`loader`] attaches them, [`call_slots`] reads what they parked) and the kernel facts they need ([`btf`], [`dynamic_loader`]).
 pub mod apis;
 pub mod btf;
+pub mod call_slots;
 // Bounded demangling, shared with the trace readers.
 pub use rtl_trace::demangle;
 pub mod dynamic_loader;

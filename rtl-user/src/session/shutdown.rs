@@ -40,6 +40,16 @@ pub(super) fn finish(s: Session, end: LoopEnd, started: Instant, opts: &TraceOpt
         say(&format!("{discarded} records read from the ring buffer could not be kept (backlog full: raise --spool-mb); counted in spool_discarded_records"));
     }
     let mut rows = Vec::new();
+    // Calls in flight whose entries are parked in the kernel's call slots: as unreturned
+    // entries, like the entry records of calls in flight without slots.
+    match probes.parked_entries() {
+        Ok(parked) => {
+            for e in parked {
+                joiner.push(crate::collect::decode::Event::Enter(e), &mut rows);
+            }
+        }
+        Err(e) => say(&format!("calls in flight at the stop are not in the trace: {e:#}")),
+    }
     joiner.finish(&mut rows);
     writer.send(WriterMsg::Rows(rows));
     let drops = probes.drops();
