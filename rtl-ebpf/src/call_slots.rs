@@ -56,7 +56,7 @@ pub(crate) fn park(ret_sp: u64, api_id: u32, regs: &[u64; 6], fsbase_of: impl Fn
         (*s).ret_sp = ret_sp;
         (*s).ts_ns = bpf_ktime_get_ns();
         (*s).api_id = api_id as u64;
-        (*s).args = *regs;
+        copy_words(&mut (*s).args, regs);
         (*s).fsbase = fsbase_of();
     }
     true
@@ -88,7 +88,7 @@ pub(crate) fn unpark(sp: u64, ret: u64, api_id: u32, pid_tgid: u64) -> bool {
         let ev = r.as_mut_ptr();
         (*ev).hdr = EventHeader { kind: EventKind::ApiCall as u32, api_id, pid_tgid, ts_ns: bpf_ktime_get_ns() };
         (*ev).enter_ts = (*s).ts_ns;
-        (*ev).args = (*s).args;
+        copy_words(&mut (*ev).args, &(*s).args);
         (*ev).fsbase = (*s).fsbase;
         (*ev).ret = ret;
         release(s);
@@ -124,7 +124,7 @@ unsafe fn write_parked(s: *mut CallSlot, pid_tgid: u64) {
     // SAFETY: exclusively owned reserved record; the slot is this thread's.
     unsafe {
         (*ev).hdr = EventHeader { kind: EventKind::ApiEnterShort as u32, api_id: (*s).api_id as u32, pid_tgid, ts_ns: (*s).ts_ns };
-        (*ev).args = (*s).args;
+        copy_words(&mut (*ev).args, &(*s).args);
         (*ev).fsbase = (*s).fsbase;
     }
     r.submit(wakeup_flags(core::mem::size_of::<ApiEnterShort>()));
@@ -135,4 +135,17 @@ unsafe fn write_parked(s: *mut CallSlot, pid_tgid: u64) {
 unsafe fn release(s: *mut CallSlot) {
     // SAFETY: the caller's slot, owned by the current thread.
     unsafe { core::ptr::write_volatile(&mut (*s).owner, 0) };
+}
+
+/// Six words copied with six loads and stores: a plain array assignment between a map value
+/// and a record became a call to a byte-wise `memmove` subprogram (measured: ~45 ns a copy).
+#[inline(always)]
+fn copy_words(dst: &mut [u64; 6], src: &[u64; 6]) {
+    let mut i = 0;
+    while i < 6 {
+        // SAFETY: `i` < 6, inside both arrays; volatile keeps LLVM from merging the stores
+        // back into a memmove call.
+        unsafe { core::ptr::write_volatile(dst.as_mut_ptr().add(i), *src.as_ptr().add(i)) };
+        i += 1;
+    }
 }
