@@ -8,6 +8,7 @@ mod synthetic_gpu;
 mod users;
 
 mod api_facts;
+mod call_records;
 mod call_sites;
 mod cli_options;
 mod cupti_join;
