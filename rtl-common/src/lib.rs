@@ -450,7 +450,10 @@ pub mod counter {
     /// Parked entries written as an `ApiEnterShort` before their return: another record of
     /// the thread came first (a nested call, a thread exit, an exec, a frame unwound past).
     pub const PARKED_FLUSHED: u32 = 15;
-    pub const LEN: u32 = 16;
+    /// `ApiCall` records lost to a full ring buffer (also in `RINGBUF_DROPS`): each was a
+    /// call's entry and its return.
+    pub const CALLS_DROPPED: u32 = 16;
+    pub const LEN: u32 = 17;
 }
 
 /// Offsets in glibc's (and musl's) `struct r_debug` and `struct link_map` on x86-64

@@ -82,6 +82,7 @@ pub(crate) fn unpark(sp: u64, ret: u64, api_id: u32, pid_tgid: u64) -> bool {
         }
         let Some(mut r) = EVENTS.reserve::<ApiCall>(0) else {
             bump(counter::RINGBUF_DROPS);
+            bump(counter::CALLS_DROPPED);
             release(s);
             return true;
         };

@@ -432,6 +432,7 @@ impl Probes {
             ("probe_exits", self.counter(counter::EXITS).to_string()),
             ("probe_calls_combined", self.counter(counter::CALLS_COMBINED).to_string()),
             ("probe_parked_flushed", self.counter(counter::PARKED_FLUSHED).to_string()),
+            ("probe_calls_dropped", self.counter(counter::CALLS_DROPPED).to_string()),
             ("stacks_lost_in_probe", self.counter(counter::STACKS_LOST).to_string()),
             ("python_stacks_lost_in_probe", self.counter(counter::PY_STACKS_LOST).to_string()),
             ("python_threads_not_found", self.counter(counter::PY_NO_THREAD).to_string()),
