@@ -223,6 +223,33 @@ mod tests {
     }
 
     #[test]
+    fn a_call_record_reads_as_its_entry_and_return() {
+        let c = ApiCall {
+            hdr: EventHeader { kind: EventKind::ApiCall as u32, api_id: 5, pid_tgid: (7 << 32) | 9, ts_ns: 30 },
+            enter_ts: 20,
+            args: [1, 2, 3, 4, 5, 6],
+            fsbase: 0x7000,
+            ret: 0x1_0000_0003,
+        };
+        let b = bytes(&c);
+        assert_eq!(b.len(), 96);
+        match decode(&b).unwrap() {
+            Event::Call(e, x) => {
+                assert_eq!(
+                    (e.hdr.kind, e.hdr.api_id, e.hdr.pid_tgid, e.hdr.ts_ns),
+                    (EventKind::ApiEnterShort as u32, 5, (7 << 32) | 9, 20)
+                );
+                assert_eq!(e.args, [1, 2, 3, 4, 5, 6, 0, 0, 0, 0, 0, 0]);
+                assert_eq!(e.fsbase, 0x7000);
+                assert_eq!((x.hdr.kind, x.hdr.api_id, x.hdr.pid_tgid, x.hdr.ts_ns), (EventKind::ApiExitShort as u32, 5, (7 << 32) | 9, 30));
+                assert_eq!((x.ret, x.out, x.has_out), (0x1_0000_0003, 0, 0));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(decode(&b[..95]), Err(DecodeError::WrongSize { .. })));
+    }
+
+    #[test]
     fn agent_batch_copied_is_bounded_by_the_record() {
         let mut b = vec![0u8; std::mem::offset_of!(AgentBatch, data) + 10];
         b[0] = EventKind::AgentBatch as u8;
