@@ -9,7 +9,7 @@ use aya_ebpf::{
 use rtl_common::{cookie, counter, ApiExit, ApiExitShort, EventKind};
 
 use crate::{
-    call_slots::{flush_own, unpark},
+    call_slots::{flush_own, unpark, unpark_own},
     helpers::{bump, header, traced, wakeup_flags},
     maps::{EVENTS, OUT_PTRS},
     strings::late_string,
@@ -31,14 +31,20 @@ pub fn api_exit_single(ctx: RetProbeContext) -> u32 {
 #[inline(always)]
 fn exit(ctx: RetProbeContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
+    // SAFETY: the probe's own pt_regs.
+    let sp = unsafe { (*ctx.regs).rsp };
+    // The common case first: the return of this thread's parked call needs neither the process
+    // filter nor the cookie.
+    if unpark_own(sp, ctx.ret::<u64>(), pid_tgid) {
+        bump(counter::EXITS);
+        return 0;
+    }
     if !traced((pid_tgid >> 32) as u32) {
         return 0;
     }
     bump(counter::EXITS);
     // SAFETY: the context pointer is the program's own.
     let ck = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) };
-    // SAFETY: the probe's own pt_regs.
-    let sp = unsafe { (*ctx.regs).rsp };
     if ck & !cookie::API_MASK == 0 && unpark(sp, ctx.ret::<u64>(), (ck & cookie::API_MASK) as u32, pid_tgid) {
         return 0;
     }

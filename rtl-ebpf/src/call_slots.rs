@@ -80,11 +80,39 @@ pub(crate) fn unpark(sp: u64, ret: u64, api_id: u32, pid_tgid: u64) -> bool {
             release(s);
             return false;
         }
+        write_call(s, ret, api_id, pid_tgid);
+    }
+    true
+}
+
+/// The return of the thread's parked call, recognised before anything else (the process
+/// filter, the attach cookie): the slot holds this thread's call and this return is of its
+/// frame, so the thread is traced (its entry parked) and the API is the one parked. True when
+/// its record is written (or lost to a full ring buffer, counted); false for any other return.
+#[inline(always)]
+pub(crate) fn unpark_own(sp: u64, ret: u64, pid_tgid: u64) -> bool {
+    let Some(s) = slot_of(pid_tgid) else { return false };
+    // SAFETY: as in `park`: this thread owns the slot when `owner` is its pid_tgid.
+    unsafe {
+        if core::ptr::read_volatile(&(*s).owner) != pid_tgid || (*s).ret_sp != sp {
+            return false;
+        }
+        write_call(s, ret, (*s).api_id as u32, pid_tgid);
+    }
+    true
+}
+
+/// The whole call, from the parked entry and this return, as one [`ApiCall`] record; the slot
+/// freed.
+#[inline(always)]
+unsafe fn write_call(s: *mut CallSlot, ret: u64, api_id: u32, pid_tgid: u64) {
+    // SAFETY: the slot is this thread's (the callers checked its owner word).
+    unsafe {
         let Some(mut r) = EVENTS.reserve::<ApiCall>(0) else {
             bump(counter::RINGBUF_DROPS);
             bump(counter::CALLS_DROPPED);
             release(s);
-            return true;
+            return;
         };
         let ev = r.as_mut_ptr();
         (*ev).hdr = EventHeader { kind: EventKind::ApiCall as u32, api_id, pid_tgid, ts_ns: bpf_ktime_get_ns() };
@@ -96,7 +124,6 @@ pub(crate) fn unpark(sp: u64, ret: u64, api_id: u32, pid_tgid: u64) -> bool {
         r.submit(wakeup_flags(core::mem::size_of::<ApiCall>()));
     }
     bump(counter::CALLS_COMBINED);
-    true
 }
 
 /// Writes out a parked entry of the thread `pid_tgid` and frees its slot (before any other
