@@ -298,6 +298,9 @@ pub const STACK_MODE_FRAME_POINTERS: u32 = 1;
 /// [`UserStackHead::mode`]: `len` bytes of the user stack from `sp` up, copied as they are, to be
 /// unwound in user space from the binaries' `.eh_frame`.
 pub const STACK_MODE_COPY: u32 = 2;
+/// [`UserStackHead::mode`]: no native stack, only the caller's return address (`len` 0): the
+/// Python frames (a `PythonStack` record before it) are the call site (`--stacks python`).
+pub const STACK_MODE_PYTHON: u32 = 3;
 /// Or'ed into a copy's [`UserStackHead::mode`]: the copy stops at the innermost Python
 /// evaluation loop's frame (the Python walk gave its place on the stack), on purpose: the Python
 /// frames stand for what lies beyond, so a native stack that ends there is not cut short.

@@ -11,6 +11,7 @@ use aya_ebpf::{
 };
 use rtl_common::{
     config, cookie, counter, EventKind, UserStackHead, STACK_COPY_MAX, STACK_CUT_AT_PYTHON, STACK_MODE_COPY, STACK_MODE_FRAME_POINTERS,
+    STACK_MODE_PYTHON,
 };
 
 use crate::{
@@ -51,6 +52,8 @@ pub(crate) fn user_stack(ctx: &ProbeContext, ck: u64, pid_tgid: u64, python_at: 
     let mode = cfg(config::STACK_MODE) as u32;
     if mode == STACK_MODE_FRAME_POINTERS {
         frame_pointers(ctx, ck, pid_tgid);
+    } else if mode == STACK_MODE_PYTHON {
+        caller_only(ctx, ck, pid_tgid);
     } else if mode == STACK_MODE_COPY {
         // One reservation size per bucket of `--stack-bytes` (the default, 8 KiB, reserves 12).
         let want = (cfg(config::STACK_BYTES) as usize).min(STACK_COPY_MAX);
@@ -80,6 +83,24 @@ fn head(ctx: &ProbeContext, ck: u64, pid_tgid: u64, mode: u32) -> UserStackHead 
     // SAFETY: `regs` is the probe's own pt_regs.
     let (ip, sp, bp) = unsafe { ((*ctx.regs).rip, (*ctx.regs).rsp, (*ctx.regs).rbp) };
     UserStackHead { hdr: header(EventKind::UserStack, (ck & cookie::API_MASK) as u32, pid_tgid), mode, len: 0, ip, sp, bp, ret_addr: 0 }
+}
+
+/// `--stacks python`: the head alone, with the caller's return address (the Python frames just
+/// sent are the site; no native stack is walked or copied).
+#[inline(always)]
+fn caller_only(ctx: &ProbeContext, ck: u64, pid_tgid: u64) {
+    let Some(mut slot) = EVENTS.reserve::<UserStackHead>(0) else {
+        bump(counter::STACKS_LOST);
+        return;
+    };
+    let rec = slot.as_mut_ptr();
+    // SAFETY: exclusively owned reserved slot; the user read is checked.
+    unsafe {
+        *rec = head(ctx, ck, pid_tgid, STACK_MODE_PYTHON);
+        // At function entry the return address is at sp.
+        (*rec).ret_addr = bpf_probe_read_user((*rec).sp as *const u64).unwrap_or(0);
+    }
+    slot.submit(wakeup_flags(core::mem::size_of::<UserStackHead>()));
 }
 
 /// Frame-pointer addresses, written by `bpf_get_stack` into the record.

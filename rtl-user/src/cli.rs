@@ -317,8 +317,9 @@ pub struct TraceOpts {
     /// and stream-capture calls. `dwarf`: the probe copies the top of the stack
     /// (--stack-bytes) and the collector unwinds it from the binaries' .eh_frame (right for
     /// code built without frame pointers); `fp`: the kernel walks frame pointers (cheaper, wrong
-    /// past any caller built without them); `off`. Stacks go to rtl_stack / rtl_frame
-    /// (docs/trace-format.md).
+    /// past any caller built without them); `python`: CPython frames only, and the native
+    /// caller (the cheapest: for Python applications, where the Python line is the site); `off`.
+    /// Stacks go to rtl_stack / rtl_frame (docs/trace-format.md).
     #[arg(long, value_enum, default_value_t = StackMode::Off, value_name = "MODE")]
     pub stacks: StackMode,
 
@@ -384,6 +385,7 @@ pub enum StackMode {
     Off,
     Dwarf,
     Fp,
+    Python,
 }
 
 impl StackMode {
@@ -393,6 +395,7 @@ impl StackMode {
             Self::Off => 0,
             Self::Dwarf => rtl_common::STACK_MODE_COPY,
             Self::Fp => rtl_common::STACK_MODE_FRAME_POINTERS,
+            Self::Python => rtl_common::STACK_MODE_PYTHON,
         }
     }
 }

@@ -123,6 +123,10 @@ fn check(interp: (&str, &str, (u8, u8)), mode: &str, decode_after_exit: bool) {
         want.extend(["main".to_string(), "<module>".to_string()]);
         assert_eq!(chain_of(&c, f), want, "--stacks {mode}: the recursion's Python frames, innermost first");
     }
+    if mode == "python" {
+        // The native caller and the Python frames: whole by design.
+        assert_eq!(meta(&db, "stacks_truncated").as_deref(), Some("0"), "--stacks python: stacks_truncated");
+    }
     if mode == "dwarf" {
         // Merged: each evaluation-loop frame of the native stack became its Python frames.
         let eval: i64 = c
@@ -264,4 +268,24 @@ fn py312_after_exit() {
 #[test]
 fn py313_after_exit() {
     check(PY313, "dwarf", true);
+}
+
+#[test]
+fn py310_python() {
+    check(PY310, "python", false);
+}
+
+#[test]
+fn py311_python() {
+    check(PY311, "python", false);
+}
+
+#[test]
+fn py312_python() {
+    check(PY312, "python", false);
+}
+
+#[test]
+fn py313_python() {
+    check(PY313, "python", false);
 }

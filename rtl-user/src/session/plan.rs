@@ -67,6 +67,11 @@ impl Plan {
             Mode::Run(_) if !opts.as_root => RunAs::invoking_user()?,
             _ => None,
         };
+        if opts.stacks == crate::cli::StackMode::Python && opts.no_python_frames {
+            return Err(anyhow!(
+                "--stacks python records only Python frames (and the native caller): it cannot go with --no-python-frames"
+            ));
+        }
         let mut scanner = Scanner::start()?;
         scanner.set_stacks(opts.stacks != crate::cli::StackMode::Off);
         let mut found = scan(&mut scanner, initial_finds(&mode, opts));

@@ -17,7 +17,7 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use framehop::x86_64::CacheX86_64;
-use rtl_common::{UserStackHead, STACK_CUT_AT_PYTHON, STACK_MODE_COPY, STACK_MODE_FRAME_POINTERS};
+use rtl_common::{UserStackHead, STACK_CUT_AT_PYTHON, STACK_MODE_COPY, STACK_MODE_FRAME_POINTERS, STACK_MODE_PYTHON};
 
 use modules::{Mapping, Module};
 use unwind::{AddressSpace, Unwound};
@@ -203,6 +203,9 @@ impl StackRecorder {
                 Some(s) => s.unwind_copy(&mut self.cache, head.ret_addr, head.sp, head.bp, data),
                 None => Unwound { frames: vec![head.ret_addr], truncated: true },
             },
+            // Only the caller: whole when Python frames go on from it (the mode's design), cut
+            // short otherwise (a thread running no Python).
+            STACK_MODE_PYTHON => Unwound { frames: vec![head.ret_addr], truncated: false },
             STACK_MODE_FRAME_POINTERS => {
                 let addrs: Vec<u64> = data.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8]))).collect();
                 unwind::frames_from_fp(head.ret_addr, &addrs, data.len() >= rtl_common::STACK_COPY_MAX)
@@ -212,6 +215,9 @@ impl StackRecorder {
         let py = self.python.take(pid_tgid, head.hdr.api_id);
         if unwound.frames.is_empty() && py.is_empty() {
             return;
+        }
+        if head.mode == STACK_MODE_PYTHON && py.is_empty() {
+            unwound.truncated = true;
         }
         if head.mode & STACK_CUT_AT_PYTHON != 0 && unwound.truncated && !py.is_empty() {
             // The copy stopped inside the innermost evaluation loop's frame on purpose: when
