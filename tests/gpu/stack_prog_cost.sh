@@ -1,7 +1,7 @@
 #!/bin/bash
 # In-kernel cost of call sites per PyTorch launch on the GPU machine (issue 17): the probe
 # programs' run time (kernel.bpf_stats_enabled, summed over the collector's programs) per
-# launch of tests/gpu/app.py eager, for CPU-side tracing and each --stacks mode. The programs
+# launch of tests/gpu/app.py eager, for CPU-side tracing and each --stacks mode (python, fp, dwarf). The programs
 # run on the launching thread, inside the call: this is what stacks add to every launch,
 # without the process-to-process spread of wall-clock timings (several us between two runs of
 # one configuration on the H200).
@@ -21,7 +21,7 @@ sysctl -q -w kernel.bpf_stats_enabled=1
 trap 'sysctl -q -w kernel.bpf_stats_enabled=$was; rm -rf "$W"' EXIT
 # Sum of run_time_ns over a process's BPF program fds.
 prog_ns() { cat /proc/"$1"/fdinfo/* 2>/dev/null | awk '/^run_time_ns:/ { t += $2 } END { print t + 0 }'; }
-hows=(cpu fp dwarf dwarf-nopy)
+hows=(cpu python fp dwarf dwarf-nopy)
 declare -A R
 for r in $(seq 1 "$REPS"); do
   for i in $(seq 0 $(( ${#hows[@]} - 1 ))); do

@@ -6,7 +6,7 @@
 #
 # 1. sites: tests/gpu/torch_sites.py (known functions, one kernel kind each; a graph captured from
 #    four functions) under `rtl-ebpf run --runtime cuda --gpu cupti --stacks MODE`, MODE = dwarf
-#    and fp (graph-level records: the replay's capture must hold the four functions' sites in
+#    fp and python (graph-level records: the replay's capture must hold the four functions' sites in
 #    capture order), and dwarf with --graph-nodes (every replayed kernel placed on its node and
 #    attributed to the function that created the node). Prints, per run, the kernels whose
 #    recorded site is the right Python function (and line) against the workload's truth.
@@ -31,7 +31,7 @@ log() { echo "== $*" >&2; }
 rc=0
 
 if has sites; then
-for run in "dwarf" "fp" "dwarf --graph-nodes"; do
+for run in "dwarf" "fp" "python" "dwarf --graph-nodes"; do
   name=$(echo "$run" | tr -d ' -')
   log "sites: --stacks $run"
   "$BIN" run --force --runtime cuda --gpu cupti --quiet --stacks $run -o "$W/$name.db" -- \
