@@ -5,7 +5,7 @@
 #   bash tests/gpu/torch_sites.sh        (as root, from the repository root; results under $OUT)
 #
 # 1. sites: tests/gpu/torch_sites.py (known functions, one kernel kind each; a graph captured from
-#    four functions) under `rtl-ebpf run --runtime cuda --gpu cupti --stacks MODE`, MODE = dwarf
+#    four functions) under `rtl-ebpf run --runtime cuda --gpu cupti --stacks MODE`, MODE = dwarf,
 #    fp and python (graph-level records: the replay's capture must hold the four functions' sites in
 #    capture order), and dwarf with --graph-nodes (every replayed kernel placed on its node and
 #    attributed to the function that created the node). Prints, per run, the kernels whose
