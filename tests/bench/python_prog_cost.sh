@@ -12,7 +12,8 @@ LIB=${LIB:-$ROOT/target/bench/librtlbench.so}
 CALLS=${CALLS:-100000}
 # Nesting of the driver's Python functions (frames at each launch: DEPTH + 3, + runpy's).
 DEPTH=${DEPTH:-8}
-# --stacks mode (dwarf: the stack copy's cost is in both columns; fp: less of it).
+# --stacks mode (dwarf: the stack copy's cost is in both columns; fp: less of it; python: the
+# baseline column is --stacks off, so the difference is all python mode adds).
 STACKS=${STACKS:-dwarf}
 [ -e "$LIB" ] || { echo "no $LIB: run cargo xtask bench stack-cost once" >&2; exit 1; }
 TMP=$(mktemp -d)
@@ -30,14 +31,17 @@ one() { # BIN ARGS... -> entry + return ns per call
   # `run`: the collector describes the Python process to the probe before it runs (under --all
   # a process started later is described only at a rescan, after most of its calls).
   local bin=$1; shift
-  "$bin" run --apis hipLaunchKernel --lib "$LIB" --gpu none --quiet --force --stacks "$STACKS" "$@" -o "$TMP/t.db" -- \
+  local stacks=(--stacks "$STACKS")
+  # --stacks python has no native stack to keep without Python frames: its baseline is no stacks.
+  if [ "${1:-}" = --no-python-frames ] && [ "$STACKS" = python ]; then stacks=(--stacks off); shift; fi
+  "$bin" run --apis hipLaunchKernel --lib "$LIB" --gpu none --quiet --force "${stacks[@]}" "$@" -o "$TMP/t.db" -- \
     taskset -c 1 "${PYTHON:-python3}" -c "$WAIT_THEN_DRIVE" "$ROOT/tests/bench/py_launch_driver.py" "$LIB" "$CALLS" "$DEPTH" 3 >"$TMP/out" 2>"$TMP/err" &
   C=$!
   for _ in $(seq 1 600); do grep -q ns_per_call "$TMP/out" && break; sleep 0.1; done
   prog_stats $C | awk '{t += $1; n += $2} END {printf "%.1f\n", t / (n > 0 ? n / 2 : 1)}'
   wait $C || { cat "$TMP/err" >&2; exit 1; }
   C=
-  [ "${1:-}" = --no-python-frames ] || [ "$(python3 -c 'import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute("SELECT value FROM rocpd_metadata WHERE tag = ?", ("python_stack_records",)).fetchone()[0])' "$TMP/t.db")" -gt 0 ] \
+  [ "${1:-}" = --no-python-frames ] || [ "${stacks[1]}" = off ] || [ "$(python3 -c 'import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute("SELECT value FROM rocpd_metadata WHERE tag = ?", ("python_stack_records",)).fetchone()[0])' "$TMP/t.db")" -gt 0 ] \
     || { echo "no Python frames were walked" >&2; exit 1; }
 }
 declare -A R
