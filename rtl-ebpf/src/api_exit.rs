@@ -9,7 +9,7 @@ use aya_ebpf::{
 use rtl_common::{cookie, counter, ApiExit, ApiExitShort, EventKind};
 
 use crate::{
-    call_slots::{flush_own, unpark, unpark_own},
+    call_slots::{flush_own, unpark},
     helpers::{bump, header, traced, wakeup_flags},
     maps::{EVENTS, OUT_PTRS},
     strings::late_string,
@@ -35,7 +35,7 @@ fn exit(ctx: RetProbeContext) -> u32 {
     let sp = unsafe { (*ctx.regs).rsp };
     // The common case first: the return of this thread's parked call needs neither the process
     // filter nor the cookie.
-    if unpark_own(sp, ctx.ret::<u64>(), pid_tgid) {
+    if unpark(sp, ctx.ret::<u64>(), pid_tgid) {
         bump(counter::EXITS);
         return 0;
     }
@@ -45,13 +45,9 @@ fn exit(ctx: RetProbeContext) -> u32 {
     bump(counter::EXITS);
     // SAFETY: the context pointer is the program's own.
     let ck = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) };
-    if ck & !cookie::API_MASK == 0 && unpark(sp, ctx.ret::<u64>(), (ck & cookie::API_MASK) as u32, pid_tgid) {
-        return 0;
-    }
-    if ck & !cookie::API_MASK != 0 {
-        // A parked entry of this thread (a call this one made) goes before this return.
-        flush_own(pid_tgid);
-    }
+    // Not the parked call's return: a parked entry of this thread (a call this one made, or
+    // one whose frame is gone) goes before this return.
+    flush_own(pid_tgid);
     if (ck >> cookie::STRING_SHIFT) & cookie::NIBBLE != 0 {
         late_string(&ck, pid_tgid);
     }

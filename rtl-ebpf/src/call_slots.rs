@@ -62,35 +62,12 @@ pub(crate) fn park(ret_sp: u64, api_id: u32, regs: &[u64; 6], fsbase_of: impl Fn
     true
 }
 
-/// Return of any call: true when it was the parked call and its record is written (or lost to
-/// a full ring buffer, counted). Otherwise a parked entry of this thread is written out first
-/// and the caller writes its return record.
-#[inline(always)]
-pub(crate) fn unpark(sp: u64, ret: u64, api_id: u32, pid_tgid: u64) -> bool {
-    let Some(s) = slot_of(pid_tgid) else { return false };
-    // SAFETY: as in `park`: this thread owns the slot when `owner` is its pid_tgid.
-    unsafe {
-        if core::ptr::read_volatile(&(*s).owner) != pid_tgid {
-            return false;
-        }
-        if (*s).ret_sp != sp {
-            // Not the parked call's return (a call it made that did not park, or it was
-            // unwound): the parked entry goes first.
-            write_parked(s, pid_tgid);
-            release(s);
-            return false;
-        }
-        write_call(s, ret, api_id, pid_tgid);
-    }
-    true
-}
-
 /// The return of the thread's parked call, recognised before anything else (the process
 /// filter, the attach cookie): the slot holds this thread's call and this return is of its
 /// frame, so the thread is traced (its entry parked) and the API is the one parked. True when
 /// its record is written (or lost to a full ring buffer, counted); false for any other return.
 #[inline(always)]
-pub(crate) fn unpark_own(sp: u64, ret: u64, pid_tgid: u64) -> bool {
+pub(crate) fn unpark(sp: u64, ret: u64, pid_tgid: u64) -> bool {
     let Some(s) = slot_of(pid_tgid) else { return false };
     // SAFETY: as in `park`: this thread owns the slot when `owner` is its pid_tgid.
     unsafe {

@@ -85,6 +85,16 @@ fn head(ctx: &ProbeContext, ck: u64, pid_tgid: u64, mode: u32) -> UserStackHead 
     UserStackHead { hdr: header(EventKind::UserStack, (ck & cookie::API_MASK) as u32, pid_tgid), mode, len: 0, ip, sp, bp, ret_addr: 0 }
 }
 
+/// A head whose `ret_addr` is the caller's return address: at function entry the caller's
+/// frame is not linked yet, its return address is at sp (0 if unreadable).
+#[inline(always)]
+fn head_with_caller(ctx: &ProbeContext, ck: u64, pid_tgid: u64, mode: u32) -> UserStackHead {
+    let mut h = head(ctx, ck, pid_tgid, mode);
+    // SAFETY: a checked read of the traced process's memory.
+    h.ret_addr = unsafe { bpf_probe_read_user(h.sp as *const u64) }.unwrap_or(0);
+    h
+}
+
 /// `--stacks python`: the head alone, with the caller's return address (the Python frames just
 /// sent are the site; no native stack is walked or copied).
 #[inline(always)]
@@ -94,12 +104,8 @@ fn caller_only(ctx: &ProbeContext, ck: u64, pid_tgid: u64) {
         return;
     };
     let rec = slot.as_mut_ptr();
-    // SAFETY: exclusively owned reserved slot; the user read is checked.
-    unsafe {
-        *rec = head(ctx, ck, pid_tgid, STACK_MODE_PYTHON);
-        // At function entry the return address is at sp.
-        (*rec).ret_addr = bpf_probe_read_user((*rec).sp as *const u64).unwrap_or(0);
-    }
+    // SAFETY: exclusively owned reserved slot.
+    unsafe { *rec = head_with_caller(ctx, ck, pid_tgid, STACK_MODE_PYTHON) };
     slot.submit(wakeup_flags(core::mem::size_of::<UserStackHead>()));
 }
 
@@ -111,12 +117,9 @@ fn frame_pointers(ctx: &ProbeContext, ck: u64, pid_tgid: u64) {
         return;
     };
     let rec = slot.as_mut_ptr();
-    // SAFETY: exclusively owned reserved slot; the helper writes at most its size; the user
-    // read is checked.
+    // SAFETY: exclusively owned reserved slot; the helper writes at most its size.
     unsafe {
-        (*rec).head = head(ctx, ck, pid_tgid, STACK_MODE_FRAME_POINTERS);
-        // At function entry the caller's frame is not linked yet: its return address is at sp.
-        (*rec).head.ret_addr = bpf_probe_read_user((*rec).head.sp as *const u64).unwrap_or(0);
+        (*rec).head = head_with_caller(ctx, ck, pid_tgid, STACK_MODE_FRAME_POINTERS);
         const BPF_F_USER_STACK: u64 = 1 << 8;
         let data = (*rec).data.as_mut_ptr();
         let n = aya_ebpf::helpers::generated::bpf_get_stack(ctx.as_ptr(), data as *mut _, FP_BYTES as u32, BPF_F_USER_STACK);
