@@ -104,7 +104,17 @@ pub struct PyStackHead {
     pub truncated: u32,
     /// The thread state the frames came from.
     pub tstate: u64,
+    /// [`PY_HEAD_SITE`]: this record is the call's whole site (`--stacks python`: no user-stack
+    /// record follows; `caller` is the API's native caller). 0: a user-stack record follows.
+    pub flags: u32,
+    pub _pad: u32,
+    /// With [`PY_HEAD_SITE`]: the return address at the API's entry (0: unreadable).
+    pub caller: u64,
 }
+
+/// [`PyStackHead::flags`]: the record is the call's whole site, its native caller included
+/// (`--stacks python` writes one record per call, not two).
+pub const PY_HEAD_SITE: u32 = 1;
 
 /// One Python frame as the probe read it: raw words, interpreted by the collector.
 #[repr(C)]

@@ -2,7 +2,7 @@
 //! its cookie asks), one record per call.
 
 use aya_ebpf::{
-    helpers::{bpf_get_current_pid_tgid, bpf_probe_read_user, generated::bpf_get_attach_cookie},
+    helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_user, generated::bpf_get_attach_cookie},
     macros::uprobe,
     programs::ProbeContext,
     EbpfContext,
@@ -11,7 +11,7 @@ use rtl_common::{cookie, counter, ApiEnter, ApiEnterShort, EventKind, MAX_ARGS, 
 
 use crate::{
     call_slots::{flush_own, park},
-    helpers::{bump, fsbase, header, reg_args, traced, wakeup_flags},
+    helpers::{bump, copy_words, fsbase, header_at, reg_args, traced, wakeup_flags, zero_words},
     maps::{EVENTS, OUT_PTRS},
     stacks::user_stack,
     strings::string_enter,
@@ -61,8 +61,11 @@ fn enter(ctx: ProbeContext) -> u32 {
             let _ = OUT_PTRS.insert(&pid_tgid, p, 0);
         }
     }
+    // One clock read for the entry's records (the call's, its Python frames, its stack).
+    // SAFETY: helper without preconditions.
+    let ts = unsafe { bpf_ktime_get_ns() };
     if string_arg != 0 {
-        if !string_enter(&ctx, &regs, ck, pid_tgid, string_arg) {
+        if !string_enter(&ctx, &regs, ck, pid_tgid, string_arg, ts) {
             return 0;
         }
     } else if (ck >> cookie::STACK_SHIFT) & cookie::STACK_MASK != 0 {
@@ -71,7 +74,7 @@ fn enter(ctx: ProbeContext) -> u32 {
             return 0;
         };
         // SAFETY: exclusively owned reserved slot.
-        unsafe { fill_enter(&ctx, &regs, &mut *slot.as_mut_ptr(), EventKind::ApiEnter, ck, pid_tgid) };
+        unsafe { fill_enter(&ctx, &regs, &mut *slot.as_mut_ptr(), EventKind::ApiEnter, ck, pid_tgid, ts) };
         slot.submit(wakeup_flags(core::mem::size_of::<ApiEnter>()));
     } else {
         // The common case: register arguments only, in the short record.
@@ -82,33 +85,39 @@ fn enter(ctx: ProbeContext) -> u32 {
         let ev = slot.as_mut_ptr();
         // SAFETY: exclusively owned reserved slot.
         unsafe {
-            (*ev).hdr = header(EventKind::ApiEnterShort, (ck & cookie::API_MASK) as u32, pid_tgid);
+            (*ev).hdr = header_at(EventKind::ApiEnterShort, (ck & cookie::API_MASK) as u32, pid_tgid, ts);
             (*ev).args = regs;
             (*ev).fsbase = fsbase(pid_tgid);
         }
         slot.submit(wakeup_flags(core::mem::size_of::<ApiEnterShort>()));
     }
     if ck & cookie::USER_STACK != 0 {
+        let mode = crate::helpers::cfg(rtl_common::config::STACK_MODE) as u32;
         let mut python_at = 0;
-        if crate::helpers::cfg(rtl_common::config::STACK_MODE) != 0 {
-            python_at = crate::python::python_stack((ck & cookie::API_MASK) as u32, pid_tgid);
+        if mode != 0 {
+            // `--stacks python`: the Python record, when there is one, carries the caller and
+            // is the whole site.
+            let site = mode == rtl_common::STACK_MODE_PYTHON;
+            match crate::python::python_stack((ck & cookie::API_MASK) as u32, pid_tgid, ts, site, || crate::stacks::caller(&ctx)) {
+                Some(_) if site => return 0,
+                Some(at) => python_at = at,
+                None => {}
+            }
         }
-        user_stack(&ctx, ck, pid_tgid, python_at);
+        user_stack(&ctx, ck, pid_tgid, python_at, ts);
     }
     0
 }
 
 /// Fills an [`ApiEnter`]: header, register arguments, requested stack words, fs base.
 #[inline(always)]
-pub(crate) unsafe fn fill_enter(ctx: &ProbeContext, regs: &[u64; 6], ev: &mut ApiEnter, kind: EventKind, ck: u64, pid_tgid: u64) {
-    ev.hdr = header(kind, (ck & cookie::API_MASK) as u32, pid_tgid);
-    ev.args = [0; MAX_ARGS];
-    ev.args[0] = regs[0];
-    ev.args[1] = regs[1];
-    ev.args[2] = regs[2];
-    ev.args[3] = regs[3];
-    ev.args[4] = regs[4];
-    ev.args[5] = regs[5];
+pub(crate) unsafe fn fill_enter(ctx: &ProbeContext, regs: &[u64; 6], ev: &mut ApiEnter, kind: EventKind, ck: u64, pid_tgid: u64, ts: u64) {
+    ev.hdr = header_at(kind, (ck & cookie::API_MASK) as u32, pid_tgid, ts);
+    // SAFETY: `args` holds MAX_ARGS words: the six registers, then the stack words' room.
+    unsafe {
+        copy_words(ev.args.as_mut_ptr() as *mut [u64; 6], regs);
+        zero_words(ev.args.as_mut_ptr().add(6), MAX_ARGS - 6);
+    }
     let stack_words = ((ck >> cookie::STACK_SHIFT) & cookie::STACK_MASK) as usize;
     if stack_words > 0 {
         // At function entry rsp points at the return address; argument 7 is at rsp + 8.

@@ -20,7 +20,7 @@ use aya_ebpf::{
 };
 use rtl_common::{
     counter,
-    python::{PyFrameRaw, PyProc, PyStackHead, PY_FRAMES_MAX, PY_FRAME_WINDOW_MAX, PY_NO_CFRAME, PY_THREADS_MAX},
+    python::{PyFrameRaw, PyProc, PyStackHead, PY_FRAMES_MAX, PY_FRAME_WINDOW_MAX, PY_HEAD_SITE, PY_NO_CFRAME, PY_THREADS_MAX},
     EventKind,
 };
 
@@ -98,42 +98,46 @@ fn rd(addr: u64) -> Option<u64> {
     unsafe { bpf_probe_read_user(addr as *const u64) }.ok()
 }
 
-/// The calling thread's Python frames, as a record before its user-stack record; nothing when
-/// the process is not a described Python process. Returns where the innermost evaluation loop
-/// keeps its state on the thread's C stack (its `_PyCFrame`, or its entry frame), a place
-/// inside that loop's native frame, when the record was sent; else 0.
+/// The calling thread's Python frames, as a record before its user-stack record, stamped `now`
+/// (the entry's time); nothing when the process is not a described Python process. With `site`
+/// (`--stacks python`), the record is the call's whole site ([`PY_HEAD_SITE`]), with `caller()`
+/// (the API's return address), and no user-stack record follows it. When the record was sent, returns
+/// where the innermost evaluation loop keeps its state on the thread's C stack (its
+/// `_PyCFrame`, or its entry frame: a place inside that loop's native frame; 0: not known).
 #[inline(always)]
-pub fn python_stack(api_id: u32, pid_tgid: u64) -> u64 {
+pub fn python_stack(api_id: u32, pid_tgid: u64, now: u64, site: bool, caller: impl FnOnce() -> u64) -> Option<u64> {
     // SAFETY: read-only lookup of a plain value, copied out.
-    let Some(proc_) = (unsafe { PY_PROCS.get(&((pid_tgid >> 32) as u32)) }) else { return 0 };
-    let Some(buf) = scratch() else { return 0 };
+    let proc_ = unsafe { PY_PROCS.get(&((pid_tgid >> 32) as u32)) }?;
+    let buf = scratch()?;
     // The description, copied into the scratch (the stack has no room for it; the code-object
     // copies read it there too).
     // SAFETY: the per-CPU scratch is this program's alone while it runs.
     let p: &PyProc = unsafe {
-        (*buf).proc_ = *proc_;
+        crate::helpers::copy_words(&mut (*buf).proc_, proc_);
         &(*buf).proc_
     };
     let me = crate::helpers::fsbase(pid_tgid);
     if me == 0 {
-        return 0;
+        return None;
     }
     let Some((ts, first, mut frame)) = thread_state(p, buf, pid_tgid, me) else {
         crate::helpers::bump(counter::PY_NO_THREAD);
-        return 0;
+        return None;
     };
     let mut cframe = 0;
     if p.cframe_current != PY_NO_CFRAME && frame != 0 {
         cframe = frame;
         frame = rd(frame + p.cframe_current as u64).unwrap_or(0);
     }
-    // SAFETY: helper without preconditions.
-    let now = unsafe { aya_ebpf::helpers::bpf_ktime_get_ns() };
     let owner = (u64::from(p.generation) << 32) | (pid_tgid >> 32);
     // SAFETY: the per-CPU scratch is this program's alone while it runs; every access is
     // bounded by its arrays (indices masked or checked); user reads are checked.
     unsafe {
-        (*buf).walk = Walk { frame, lo: 0, hi: 0, n: 0, truncated: 0, owner, now, cstack: 0 };
+        let w = &raw mut (*buf).walk;
+        crate::helpers::zero_words(w as *mut u64, core::mem::size_of::<Walk>() / 8);
+        (*w).frame = frame;
+        (*w).owner = owner;
+        (*w).now = now;
         (*buf).unsent = 0;
         aya_ebpf::helpers::generated::bpf_loop(PY_FRAMES_MAX as u32, walk_frame as *mut _, core::ptr::null_mut(), 0);
         let n = ((*buf).walk.n as usize).min(PY_FRAMES_MAX);
@@ -142,7 +146,7 @@ pub fn python_stack(api_id: u32, pid_tgid: u64) -> u64 {
             truncated = 1;
         }
         if n == 0 {
-            return 0;
+            return None;
         }
         if (*buf).unsent != 0 {
             // Copies of the code objects not known sent go first, in ring-buffer order.
@@ -150,10 +154,11 @@ pub fn python_stack(api_id: u32, pid_tgid: u64) -> u64 {
             aya_ebpf::helpers::generated::bpf_loop(n as u32, check_frame as *mut _, &mut c as *mut Check as *mut _, 0);
         }
         let hdr = rtl_common::EventHeader { kind: EventKind::PythonStack as u32, api_id, pid_tgid, ts_ns: now };
-        (*buf).head = PyStackHead { hdr, count: n as u32, truncated, tstate: ts };
+        let (flags, caller) = if site { (PY_HEAD_SITE, caller()) } else { (0, 0) };
+        (*buf).head = PyStackHead { hdr, count: n as u32, truncated, tstate: ts, flags, _pad: 0, caller };
         let total = core::mem::size_of::<PyStackHead>() + (n & (PY_FRAMES_MAX * 2 - 1)) * core::mem::size_of::<PyFrameRaw>();
         if total > core::mem::size_of::<PyStackHead>() + PY_FRAMES_MAX * core::mem::size_of::<PyFrameRaw>() {
-            return 0;
+            return None;
         }
         let bytes = core::slice::from_raw_parts(buf as *const u8, total);
         // A thread's first Python record (its state just found) wakes the collector at once:
@@ -165,13 +170,9 @@ pub fn python_stack(api_id: u32, pid_tgid: u64) -> u64 {
         let flags = if first { BPF_RB_FORCE_WAKEUP } else { crate::helpers::wakeup_flags(total) };
         if crate::maps::EVENTS.output::<[u8]>(bytes, flags).is_err() {
             crate::helpers::bump(counter::PY_STACKS_LOST);
-            return 0;
+            return None;
         }
-        if cframe != 0 {
-            cframe
-        } else {
-            (*buf).walk.cstack
-        }
+        Some(if cframe != 0 { cframe } else { (*buf).walk.cstack })
     }
 }
 

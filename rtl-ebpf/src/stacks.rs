@@ -15,7 +15,7 @@ use rtl_common::{
 };
 
 use crate::{
-    helpers::{bump, cfg, header, thread_generation, wakeup_flags},
+    helpers::{bump, cfg, header_at, thread_generation, wakeup_flags},
     maps::{EVENTS, STACK_END_LAST},
 };
 
@@ -48,12 +48,12 @@ struct FpRecord {
 /// innermost Python evaluation loop's state, inside its native frame; the Python frames just
 /// sent stand for what lies beyond (and the bytes not copied are the copy's cost).
 #[inline(always)]
-pub(crate) fn user_stack(ctx: &ProbeContext, ck: u64, pid_tgid: u64, python_at: u64) {
+pub(crate) fn user_stack(ctx: &ProbeContext, ck: u64, pid_tgid: u64, python_at: u64, ts: u64) {
     let mode = cfg(config::STACK_MODE) as u32;
     if mode == STACK_MODE_FRAME_POINTERS {
-        frame_pointers(ctx, ck, pid_tgid);
+        frame_pointers(ctx, ck, pid_tgid, ts);
     } else if mode == STACK_MODE_PYTHON {
-        caller_only(ctx, ck, pid_tgid);
+        caller_only(ctx, ck, pid_tgid, ts);
     } else if mode == STACK_MODE_COPY {
         // One reservation size per bucket of `--stack-bytes` (the default, 8 KiB, reserves 12).
         let want = (cfg(config::STACK_BYTES) as usize).min(STACK_COPY_MAX);
@@ -64,11 +64,11 @@ pub(crate) fn user_stack(ctx: &ProbeContext, ck: u64, pid_tgid: u64, python_at: 
             _ => (want, STACK_MODE_COPY),
         };
         if want <= 4096 {
-            copy::<4096>(ctx, ck, pid_tgid, want, mode);
+            copy::<4096>(ctx, ck, pid_tgid, want, mode, ts);
         } else if want <= 8192 {
-            copy::<8192>(ctx, ck, pid_tgid, want, mode);
+            copy::<8192>(ctx, ck, pid_tgid, want, mode, ts);
         } else {
-            copy::<STACK_COPY_MAX>(ctx, ck, pid_tgid, want, mode);
+            copy::<STACK_COPY_MAX>(ctx, ck, pid_tgid, want, mode, ts);
         }
     }
 }
@@ -77,41 +77,57 @@ pub(crate) fn user_stack(ctx: &ProbeContext, ck: u64, pid_tgid: u64, python_at: 
 /// `_PyCFrame` or entry frame, which the unwinder does not need; a margin.
 const PAST_PYTHON: u64 = 128;
 
-/// The head of a stack record (`len` and `ret_addr` filled by the caller).
+/// The head of a stack record, stamped with its entry's time (`len` and `ret_addr` filled by
+/// the caller).
 #[inline(always)]
-fn head(ctx: &ProbeContext, ck: u64, pid_tgid: u64, mode: u32) -> UserStackHead {
+fn head(ctx: &ProbeContext, ck: u64, pid_tgid: u64, mode: u32, ts: u64) -> UserStackHead {
     // SAFETY: `regs` is the probe's own pt_regs.
     let (ip, sp, bp) = unsafe { ((*ctx.regs).rip, (*ctx.regs).rsp, (*ctx.regs).rbp) };
-    UserStackHead { hdr: header(EventKind::UserStack, (ck & cookie::API_MASK) as u32, pid_tgid), mode, len: 0, ip, sp, bp, ret_addr: 0 }
+    UserStackHead {
+        hdr: header_at(EventKind::UserStack, (ck & cookie::API_MASK) as u32, pid_tgid, ts),
+        mode,
+        len: 0,
+        ip,
+        sp,
+        bp,
+        ret_addr: 0,
+    }
 }
 
-/// A head whose `ret_addr` is the caller's return address: at function entry the caller's
-/// frame is not linked yet, its return address is at sp (0 if unreadable).
+/// The caller's return address: at function entry the caller's frame is not linked yet, its
+/// return address is at sp (0 if unreadable).
 #[inline(always)]
-fn head_with_caller(ctx: &ProbeContext, ck: u64, pid_tgid: u64, mode: u32) -> UserStackHead {
-    let mut h = head(ctx, ck, pid_tgid, mode);
-    // SAFETY: a checked read of the traced process's memory.
-    h.ret_addr = unsafe { bpf_probe_read_user(h.sp as *const u64) }.unwrap_or(0);
+pub(crate) fn caller(ctx: &ProbeContext) -> u64 {
+    // SAFETY: `regs` is the probe's own pt_regs; a checked read of the traced process's memory.
+    unsafe { bpf_probe_read_user((*ctx.regs).rsp as *const u64) }.unwrap_or(0)
+}
+
+/// A head whose `ret_addr` is the caller's return address ([`caller`]).
+#[inline(always)]
+fn head_with_caller(ctx: &ProbeContext, ck: u64, pid_tgid: u64, mode: u32, ts: u64) -> UserStackHead {
+    let mut h = head(ctx, ck, pid_tgid, mode, ts);
+    h.ret_addr = caller(ctx);
     h
 }
 
-/// `--stacks python`: the head alone, with the caller's return address (the Python frames just
-/// sent are the site; no native stack is walked or copied).
+/// `--stacks python` in a thread with no Python frames: the head alone, with the caller's
+/// return address (no native stack is walked or copied). A thread with Python frames sends its
+/// caller in its Python record instead ([`crate::python::python_stack`]).
 #[inline(always)]
-fn caller_only(ctx: &ProbeContext, ck: u64, pid_tgid: u64) {
+fn caller_only(ctx: &ProbeContext, ck: u64, pid_tgid: u64, ts: u64) {
     let Some(mut slot) = EVENTS.reserve::<UserStackHead>(0) else {
         bump(counter::STACKS_LOST);
         return;
     };
     let rec = slot.as_mut_ptr();
     // SAFETY: exclusively owned reserved slot.
-    unsafe { *rec = head_with_caller(ctx, ck, pid_tgid, STACK_MODE_PYTHON) };
+    unsafe { *rec = head_with_caller(ctx, ck, pid_tgid, STACK_MODE_PYTHON, ts) };
     slot.submit(wakeup_flags(core::mem::size_of::<UserStackHead>()));
 }
 
 /// Frame-pointer addresses, written by `bpf_get_stack` into the record.
 #[inline(always)]
-fn frame_pointers(ctx: &ProbeContext, ck: u64, pid_tgid: u64) {
+fn frame_pointers(ctx: &ProbeContext, ck: u64, pid_tgid: u64, ts: u64) {
     let Some(mut slot) = EVENTS.reserve::<FpRecord>(0) else {
         bump(counter::STACKS_LOST);
         return;
@@ -119,7 +135,7 @@ fn frame_pointers(ctx: &ProbeContext, ck: u64, pid_tgid: u64) {
     let rec = slot.as_mut_ptr();
     // SAFETY: exclusively owned reserved slot; the helper writes at most its size.
     unsafe {
-        (*rec).head = head_with_caller(ctx, ck, pid_tgid, STACK_MODE_FRAME_POINTERS);
+        (*rec).head = head_with_caller(ctx, ck, pid_tgid, STACK_MODE_FRAME_POINTERS, ts);
         const BPF_F_USER_STACK: u64 = 1 << 8;
         let data = (*rec).data.as_mut_ptr();
         let n = aya_ebpf::helpers::generated::bpf_get_stack(ctx.as_ptr(), data as *mut _, FP_BYTES as u32, BPF_F_USER_STACK);
@@ -136,7 +152,7 @@ fn frame_pointers(ctx: &ProbeContext, ck: u64, pid_tgid: u64) {
 /// `want` (<= `W`) bytes of the stack from sp up, copied page by page into the record; fewer
 /// where the stack mapping ends first.
 #[inline(always)]
-fn copy<const W: usize>(ctx: &ProbeContext, ck: u64, pid_tgid: u64, want: usize, mode: u32) {
+fn copy<const W: usize>(ctx: &ProbeContext, ck: u64, pid_tgid: u64, want: usize, mode: u32, ts: u64) {
     let Some(mut slot) = EVENTS.reserve::<StackRecord<W>>(0) else {
         bump(counter::STACKS_LOST);
         return;
@@ -146,7 +162,7 @@ fn copy<const W: usize>(ctx: &ProbeContext, ck: u64, pid_tgid: u64, want: usize,
     // SAFETY: exclusively owned reserved slot; every copy lies inside it (offset < W, at most a
     // page, W + 4096 bytes of room); user reads are checked.
     unsafe {
-        (*rec).head = head(ctx, ck, pid_tgid, mode);
+        (*rec).head = head(ctx, ck, pid_tgid, mode, ts);
         // Bytes, not the `data` field: a copy may run on into `slack`.
         let data = (rec as *mut u8).add(core::mem::size_of::<UserStackHead>());
         let sp = (*rec).head.sp;

@@ -14,7 +14,7 @@ use crate::{
 /// [`StringEnter`] with the text when its page is mapped, else the pointer kept in `LATE_STRINGS`
 /// for the return probe. False when the ring buffer is full (the call is not recorded).
 #[inline(always)]
-pub(crate) fn string_enter(ctx: &ProbeContext, regs: &[u64; 6], ck: u64, pid_tgid: u64, string_arg: u64) -> bool {
+pub(crate) fn string_enter(ctx: &ProbeContext, regs: &[u64; 6], ck: u64, pid_tgid: u64, string_arg: u64, ts: u64) -> bool {
     let Some(mut slot) = EVENTS.reserve::<StringEnter>(0) else {
         bump(counter::RINGBUF_DROPS);
         return false;
@@ -22,7 +22,7 @@ pub(crate) fn string_enter(ctx: &ProbeContext, regs: &[u64; 6], ck: u64, pid_tgi
     let ev = slot.as_mut_ptr();
     // SAFETY: exclusively owned reserved slot; the string read is bounded by the buffer.
     unsafe {
-        fill_enter(ctx, regs, &mut (*ev).enter, EventKind::StringEnter, ck, pid_tgid);
+        fill_enter(ctx, regs, &mut (*ev).enter, EventKind::StringEnter, ck, pid_tgid, ts);
         (*ev).text[0] = 0;
         let i = (string_arg - 1) as usize;
         let s = (*ev).enter.args.get(i).copied().unwrap_or(0) as *const u8;

@@ -1,9 +1,7 @@
 //! Task lifecycles of traced processes (fork, exec, exit), from raw tracepoints.
 
 use aya_ebpf::{
-    helpers::{
-        bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_get_current_task, bpf_probe_read_kernel, bpf_probe_read_kernel_str_bytes,
-    },
+    helpers::{bpf_get_current_pid_tgid, bpf_get_current_task, bpf_probe_read_kernel, bpf_probe_read_kernel_str_bytes},
     macros::raw_tracepoint,
     programs::RawTracePointContext,
 };
@@ -14,6 +12,18 @@ use crate::{
     helpers::{bump, cfg, header, next_thread_generation, traced},
     maps::{EVENTS, LOADER_TAILS, TRACED},
 };
+
+/// The current task's name, written straight into a record (zeroed if unreadable): going
+/// through a `[u8; 16]` value made LLVM call byte-wise `memset`/`memmove` subprograms.
+#[inline(always)]
+fn comm_into(comm: &mut [u8; 16]) {
+    // SAFETY: the helper writes at most 16 bytes into the record's field.
+    let r = unsafe { aya_ebpf::helpers::generated::bpf_get_current_comm(comm.as_mut_ptr() as *mut _, 16) };
+    if r != 0 {
+        // SAFETY: 16 bytes, 8-byte aligned in every record that holds a name.
+        unsafe { crate::helpers::zero_words(comm.as_mut_ptr() as *mut u64, 2) };
+    }
+}
 
 #[inline(always)]
 fn task_event(kind: EventKind, pid_tgid: u64, child_tgid: u32) {
@@ -119,7 +129,7 @@ pub fn task_exec(ctx: RawTracePointContext) -> u32 {
         (*ev).args_len = 0;
         (*ev).args_total = 0;
         (*ev)._pad = 0;
-        (*ev).comm = aya_ebpf::helpers::bpf_get_current_comm().unwrap_or([0; 16]);
+        comm_into(&mut (*ev).comm);
         (*ev).filename[0] = 0;
         (*ev).args[0] = 0;
         let fname_off = cfg(config::BINPRM_FILENAME_OFF);
@@ -217,7 +227,7 @@ fn thread_exit_event(pid_tgid: u64) {
         // SAFETY: exclusively owned reserved slot.
         unsafe {
             (*ev).hdr = header(EventKind::ThreadExit, 0, pid_tgid);
-            (*ev).comm = bpf_get_current_comm().unwrap_or([0; 16]);
+            comm_into(&mut (*ev).comm);
         }
         const BPF_RB_FORCE_WAKEUP: u64 = 2;
         slot.submit(BPF_RB_FORCE_WAKEUP);

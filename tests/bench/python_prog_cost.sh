@@ -34,7 +34,9 @@ one() { # BIN ARGS... -> entry + return ns per call
   local stacks=(--stacks "$STACKS")
   # --stacks python has no native stack to keep without Python frames: its baseline is no stacks.
   if [ "${1:-}" = --no-python-frames ] && [ "$STACKS" = python ]; then stacks=(--stacks off); shift; fi
-  "$bin" run --apis hipLaunchKernel --lib "$LIB" --gpu none --quiet --force "${stacks[@]}" "$@" -o "$TMP/t.db" -- \
+  # The collector on the other CPU: a uprobe program can be preempted, and time the driver
+  # CPU spends in the collector would count as program time.
+  taskset -c 0 "$bin" run --apis hipLaunchKernel --lib "$LIB" --gpu none --quiet --force "${stacks[@]}" "$@" -o "$TMP/t.db" -- \
     taskset -c 1 "${PYTHON:-python3}" -c "$WAIT_THEN_DRIVE" "$ROOT/tests/bench/py_launch_driver.py" "$LIB" "$CALLS" "$DEPTH" 3 >"$TMP/out" 2>"$TMP/err" &
   C=$!
   for _ in $(seq 1 600); do grep -q ns_per_call "$TMP/out" && break; sleep 0.1; done

@@ -194,7 +194,15 @@ impl Joiner {
                 self.stacks.on_record(&head, &data, &mut site_rows);
                 out.extend(site_rows.into_iter().map(Row::Site));
             }
-            Event::PythonStack(head, frames) => self.stacks.python.on_record(&head, frames),
+            Event::PythonStack(head, frames) => {
+                self.stacks.python.on_record(&head, frames);
+                if head.flags & rtl_common::python::PY_HEAD_SITE != 0 {
+                    // `--stacks python`: the record is the whole site, its native caller included.
+                    let mut site_rows = Vec::new();
+                    self.stacks.on_python_site(&head, &mut site_rows);
+                    out.extend(site_rows.into_iter().map(Row::Site));
+                }
+            }
             Event::PythonCode(rec) => self.stacks.python.on_code(&rec),
             Event::StringLate(h, text) => self.pairer.late_text(h.pid_tgid, h.api_id, text),
             Event::Exit(x) => {

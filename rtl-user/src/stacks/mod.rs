@@ -181,6 +181,17 @@ impl StackRecorder {
         self.call_stack.remove(&call_id)
     }
 
+    /// A Python record that is its call's whole site (`--stacks python`, [`PY_HEAD_SITE`]): its
+    /// frames were just kept (`python.on_record`); the site is made as from a caller-only stack
+    /// record.
+    ///
+    /// [`PY_HEAD_SITE`]: rtl_common::python::PY_HEAD_SITE
+    pub fn on_python_site(&mut self, head: &rtl_common::python::PyStackHead, out: &mut Vec<SiteRow>) {
+        let hdr = rtl_common::EventHeader { kind: rtl_common::EventKind::UserStack as u32, ..head.hdr };
+        let user = UserStackHead { hdr, mode: STACK_MODE_PYTHON, len: 0, ip: 0, sp: 0, bp: 0, ret_addr: head.caller };
+        self.on_record(&user, &[], out);
+    }
+
     /// A stack record: unwound, de-duplicated, its new frames and stack written to `out`.
     pub fn on_record(&mut self, head: &UserStackHead, data: &[u8], out: &mut Vec<SiteRow>) {
         self.stats.records += 1;
