@@ -409,7 +409,11 @@ pub mod config {
     /// `tid & this` picks a thread's `CALL_SLOTS` slot (a power of two minus one, below
     /// [`CALL_SLOTS_MAX`](super::CALL_SLOTS_MAX)); 0: no slots, every call writes two records.
     pub const CALL_SLOT_MASK: u32 = 23;
-    pub const LEN: u32 = 24;
+    /// Generation of the eBPF side's `PY_PROCS` map: the collector increments it after every
+    /// batch of changes. A CPU keeps the last description it copied, with its tgid and this
+    /// generation, and reuses it while both match (no hash lookup, no copy).
+    pub const PY_PROCS_GEN: u32 = 24;
+    pub const LEN: u32 = 25;
 }
 
 /// Slots of the per-CPU `COUNTERS` array map.

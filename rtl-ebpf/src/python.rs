@@ -44,8 +44,11 @@ pub struct PyScratch {
     /// The record (head, then frames): its bytes are sent from the scratch's start.
     pub head: PyStackHead,
     pub frames: [PyFrameRaw; PY_FRAMES_MAX],
-    /// The process's description, for this walk.
+    /// The process's description, for this walk (and the next on this CPU: see `proc_key`).
     pub proc_: PyProc,
+    /// Whose description `proc_` holds: `[(1 << 32) | tgid, config::PY_PROCS_GEN then]`
+    /// (`[0, _]`: none, or being replaced).
+    proc_key: [u64; 2],
     /// Where the walk is, between two frames.
     walk: Walk,
     /// The last block read: up to a page of the traced process's memory ending at a frame's
@@ -106,14 +109,23 @@ fn rd(addr: u64) -> Option<u64> {
 /// `_PyCFrame`, or its entry frame: a place inside that loop's native frame; 0: not known).
 #[inline(always)]
 pub fn python_stack(api_id: u32, pid_tgid: u64, now: u64, site: bool, caller: impl FnOnce() -> u64) -> Option<u64> {
-    // SAFETY: read-only lookup of a plain value, copied out.
-    let proc_ = unsafe { PY_PROCS.get(&((pid_tgid >> 32) as u32)) }?;
     let buf = scratch()?;
-    // The description, copied into the scratch (the stack has no room for it; the code-object
-    // copies read it there too).
-    // SAFETY: the per-CPU scratch is this program's alone while it runs.
+    // The description, in the scratch (the stack has no room for it; the code-object copies
+    // read it there too): the copy this CPU made last when it is this process's and the map
+    // has not changed since, else looked up and copied.
+    let key = (1u64 << 32) | (pid_tgid >> 32);
+    let gen = crate::helpers::cfg(rtl_common::config::PY_PROCS_GEN);
+    // SAFETY: the per-CPU scratch is this program's alone while it runs; the key is cleared
+    // while the copy is being replaced.
     let p: &PyProc = unsafe {
-        crate::helpers::copy_words(&mut (*buf).proc_, proc_);
+        if (*buf).proc_key[0] != key || (*buf).proc_key[1] != gen {
+            // SAFETY: read-only lookup of a plain value, copied out.
+            let proc_ = PY_PROCS.get(&((pid_tgid >> 32) as u32))?;
+            core::ptr::write_volatile(&mut (*buf).proc_key[0], 0);
+            crate::helpers::copy_words(&mut (*buf).proc_, proc_);
+            core::ptr::write_volatile(&mut (*buf).proc_key[1], gen);
+            core::ptr::write_volatile(&mut (*buf).proc_key[0], key);
+        }
         &(*buf).proc_
     };
     let me = crate::helpers::fsbase(pid_tgid);

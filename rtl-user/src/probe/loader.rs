@@ -223,6 +223,9 @@ impl Probes {
                 MapOp::Remove(pid) => drop(m.remove(&pid)),
             }
         }
+        // After the changes: a CPU's copy of an older description is not trusted any more.
+        let gen = self.config(config::PY_PROCS_GEN)?;
+        self.set_config(config::PY_PROCS_GEN, gen.wrapping_add(1))?;
         Ok(())
     }
 
