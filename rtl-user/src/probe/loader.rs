@@ -71,6 +71,8 @@ pub struct Probes {
     attached: HashMap<(u64, u64), AttachReport>,
     /// Launch-family calls record the user stack (`--stacks`).
     stacks: bool,
+    /// `config::CALL_SLOT_MASK` as set at load (the slot is cleared at [`Self::quiesce`]).
+    call_slot_mask: u64,
 }
 
 impl Probes {
@@ -105,6 +107,7 @@ impl Probes {
             loader_stop: opts.loader_stop,
             attached: HashMap::new(),
             stacks: opts.stack_mode != 0,
+            call_slot_mask: super::call_slots::mask_from_env()?,
         };
         me.set_config(config::STACK_MODE, opts.stack_mode as u64)?;
         me.set_config(config::STACK_BYTES, opts.stack_bytes.min(rtl_common::STACK_COPY_MAX as u32) as u64)?;
@@ -121,7 +124,7 @@ impl Probes {
         // Wake the reader at 1/16 of the buffer; it also drains every DRAIN_INTERVAL.
         me.set_config(config::WAKEUP_BYTES, (opts.ringbuf_bytes / 16) as u64)?;
         me.set_config(config::LOADER_STOP, opts.loader_stop as u64)?;
-        me.set_config(config::CALL_SLOT_MASK, super::call_slots::mask_from_env()?)?;
+        me.set_config(config::CALL_SLOT_MASK, me.call_slot_mask)?;
         if opts.loader_stop {
             me.set_loader_names(&opts.runtime.probed_name_prefixes())?;
         }
@@ -316,6 +319,10 @@ impl Probes {
         self.set_config(config::TRACE_ALL, 0)?;
         self.set_config(config::FOLLOW_FORKS, 0)?;
         self.set_config(config::LOADER_STOP, 0)?;
+        // No more parking, and no return of a parked call recognised before the process filter
+        // (which now refuses every call): a call parked now stays parked, and is read as in
+        // flight by `parked_entries`, instead of writing its record after the last drain.
+        self.set_config(config::CALL_SLOT_MASK, 0)?;
         let mut m: BpfHashMap<&mut MapData, u32, u8> = BpfHashMap::try_from(self.ebpf.map_mut("TRACED").context("TRACED map")?)?;
         let keys: Vec<u32> = m.keys().filter_map(Result::ok).collect();
         for k in keys {
@@ -389,7 +396,7 @@ impl Probes {
     /// Entries of calls still in flight, parked in the call slots (read after [`Self::quiesce`]
     /// and the last drain of the ring buffer).
     pub fn parked_entries(&self) -> Result<Vec<rtl_common::ApiEnter>> {
-        let mask = self.config(config::CALL_SLOT_MASK)?;
+        let mask = self.call_slot_mask;
         if mask == 0 {
             return Ok(Vec::new());
         }
