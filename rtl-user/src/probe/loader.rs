@@ -111,8 +111,9 @@ impl Probes {
         };
         me.set_config(config::STACK_MODE, opts.stack_mode as u64)?;
         me.set_config(config::STACK_BYTES, opts.stack_bytes.min(rtl_common::STACK_COPY_MAX as u32) as u64)?;
-        if opts.stack_mode == rtl_common::STACK_MODE_COPY {
-            // Without it stacks are still copied, page by page until one fails (slower).
+        if opts.stack_mode == rtl_common::STACK_MODE_COPY || opts.stack_mode == rtl_common::STACK_MODE_FRAME_POINTERS {
+            // Without it stacks are still copied, page by page until one fails (slower), and
+            // frame pointers followed by the kernel's `bpf_get_stack` (which faults to stop).
             me.set_config(config::VMA_END_OFF, super::btf::vma_end_offset().unwrap_or(0))?;
         }
         let (pid_off, tgid_off) = super::btf::task_pid_offsets().context("following forks needs kernel BTF (/sys/kernel/btf/vmlinux)")?;
