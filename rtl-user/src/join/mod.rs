@@ -165,6 +165,8 @@ impl Joiner {
         m.extend(strings::names_metadata(strings::agent_pool().counters(), self.kernel_names.counters()));
         m.extend(self.proc_info.stats.metadata());
         m.extend(self.stacks.meta());
+        m.push(("capture_calls_dropped", self.captures.calls_not_kept.to_string()));
+        m.push(("graph_node_sites_lost", self.captures.held_ops_released.to_string()));
         m
     }
 
@@ -295,7 +297,7 @@ impl Joiner {
                 let publisher = gpu::Publisher { pid, ns_pid: h.api_id };
                 let from = out.len();
                 self.gpu.on_batch(publisher, &data, len, h.ts_ns, &mut || pairer.alloc_id(), out);
-                self.captures.annotate(&mut out[from..]);
+                self.captures.annotate(out, from, false);
             }
         }
     }
@@ -456,7 +458,7 @@ impl Joiner {
             self.stacks.forget(pid);
             self.captures.forget(pid);
         }
-        self.captures.annotate(&mut rows);
+        self.captures.annotate(&mut rows, 0, false);
         self.deferred.extend(rows);
     }
 
@@ -474,7 +476,7 @@ impl Joiner {
         let pairer = &mut self.pairer;
         let from = out.len();
         self.gpu.retry_pending(self.last_ts, true, &mut || pairer.alloc_id(), out);
-        self.captures.annotate(&mut out[from..]);
+        self.captures.annotate(out, from, true);
         self.gpu.finish_counters(out);
         out.extend(self.markers.close_all(self.last_ts).into_iter().map(Row::Op));
         out.extend(self.processes.values().cloned().map(Row::Process));

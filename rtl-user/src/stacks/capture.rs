@@ -22,6 +22,9 @@ pub const MAX_GRAPHS: usize = 65536;
 pub const MAX_CAPTURE_CALLS: usize = 65536;
 /// Most graph launches whose GPU records are still expected.
 pub const MAX_LAUNCHES: usize = 65536;
+/// Most replayed ops held back until their graph's node ids are all known (oldest let go first,
+/// without a site).
+pub const MAX_HELD_OPS: usize = 4096;
 
 /// What one completed call tells the tracker.
 pub enum CallFact {
@@ -106,6 +109,11 @@ impl Captured {
         }
     }
 
+    /// Has one node id per captured call been seen (every rank final)?
+    fn ids_complete(&self) -> bool {
+        self.node_ids.lock().unwrap_or_else(|e| e.into_inner()).len() == self.calls.len()
+    }
+
     /// The position of the node with this id: its rank among the graph's node ids, once one id
     /// per captured call has been seen (before that a rank could still move: no answer).
     fn node_of(&self, node_id: u64) -> Option<usize> {
@@ -133,6 +141,11 @@ pub struct CaptureTracker {
     next_id: i64,
     /// Calls beyond [`MAX_CAPTURE_CALLS`] in one capture.
     pub calls_not_kept: u64,
+    /// Replayed ops named by node id whose graph's ids are not all known yet (a replay's
+    /// records split across batches): held back, in arrival order, and placed once they are.
+    held: VecDeque<(Arc<Captured>, OpRow)>,
+    /// Held ops let go without a site ([`MAX_HELD_OPS`]).
+    pub held_ops_released: u64,
 }
 
 impl CaptureTracker {
@@ -234,25 +247,59 @@ impl CaptureTracker {
         self.execs.retain(|k, _| k.0 != pid);
     }
 
-    /// Links replayed nodes among `rows` to the calls that created them (`OpRow::site_api_id`).
-    pub fn annotate(&self, rows: &mut [Row]) {
-        if self.launches.is_empty() {
+    /// Links replayed nodes among `rows[from..]` to the calls that created them
+    /// (`OpRow::site_api_id`). An op named by node id whose graph's ids are not all known yet
+    /// is taken out of `rows` and held until they are (a later batch of the same replay, or the
+    /// next replay); held ops now placeable are appended to `rows`. `finish`: the trace ends,
+    /// every held op goes out, placed if it can be.
+    pub fn annotate(&mut self, rows: &mut Vec<Row>, from: usize, finish: bool) {
+        if self.launches.is_empty() && self.held.is_empty() {
             return;
         }
         // Node ids first, from every op of the batch: a replay's records usually arrive
         // together, so its ids are all known before any of them is placed.
-        for r in rows.iter() {
+        for r in &rows[from..] {
             if let Row::Op(OpRow { api_id: Some(api), node_id: Some(id), .. }) = r {
                 if let Some(c) = self.launches.get(api) {
                     c.learn(*id);
                 }
             }
         }
-        for r in rows {
-            if let Row::Op(o) = r {
-                annotate_op(&self.launches, o);
+        let tail: Vec<Row> = rows.drain(from..).collect();
+        for r in tail {
+            match r {
+                Row::Op(mut o) => {
+                    let c = o.api_id.and_then(|api| self.launches.get(&api)).cloned();
+                    match c {
+                        Some(c) if !finish && o.node.is_none() && o.node_id.is_some() && !c.ids_complete() => {
+                            self.held.push_back((c, o));
+                        }
+                        _ => {
+                            annotate_op(&self.launches, &mut o);
+                            rows.push(Row::Op(o));
+                        }
+                    }
+                }
+                other => rows.push(other),
             }
         }
+        // Held ops whose graph's ids are now all known (or all of them, at the end), in order.
+        let mut keep = VecDeque::new();
+        while let Some((c, mut o)) = self.held.pop_front() {
+            if finish || c.ids_complete() {
+                o.site_api_id = o.node_id.and_then(|id| c.node_of(id)).and_then(|n| c.calls.get(n).copied());
+                rows.push(Row::Op(o));
+            } else {
+                keep.push_back((c, o));
+            }
+        }
+        while keep.len() > MAX_HELD_OPS {
+            if let Some((_, o)) = keep.pop_front() {
+                self.held_ops_released += 1;
+                rows.push(Row::Op(o));
+            }
+        }
+        self.held = keep;
     }
 }
 
@@ -330,7 +377,7 @@ mod tests {
         assert_eq!(launches.len(), 1);
         let mk = |node| op(11, node, None);
         let mut ops = vec![mk(Some(0)), mk(Some(1)), mk(Some(2)), mk(None)];
-        t.annotate(&mut ops);
+        t.annotate(&mut ops, 0, false);
         assert_eq!(sites(&ops), vec![Some(2), Some(6), None, None]);
     }
 
@@ -347,13 +394,39 @@ mod tests {
         t.on_call(7, 7, CallFact::GraphLaunch { exec: 0x55 }, &mut out);
         t.on_call(7, 8, CallFact::GraphLaunch { exec: 0x55 }, &mut out);
         let mk = |api: i64, id: u64| op(api, None, Some(id));
-        // A first batch with only two of the three nodes: no rank is certain yet.
-        let mut ops = vec![mk(7, 1042), mk(7, 1040)];
-        t.annotate(&mut ops);
-        assert_eq!(sites(&ops), vec![None, None]);
-        // The whole replay, out of order: placed by the ids' order (1040 < 1041 < 1042).
-        let mut ops = vec![mk(8, 1042), mk(8, 1040), mk(8, 1041), mk(8, 9999)];
-        t.annotate(&mut ops);
-        assert_eq!(sites(&ops), vec![Some(4), Some(2), Some(3), None]);
+        // A first batch with only two of the three nodes: no rank is certain yet, so both are
+        // held back (rows before `from` are not touched).
+        let mut ops = vec![op(99, None, None), mk(7, 1042), mk(7, 1040)];
+        t.annotate(&mut ops, 1, false);
+        assert_eq!(sites(&ops), vec![None]);
+        // The rest of that replay and the whole next one, out of order: every op placed by the
+        // ids' order (1040 < 1041 < 1042), the held ones after this batch's.
+        let mut ops = vec![mk(7, 1041), mk(8, 1042), mk(8, 1040), mk(8, 1041), mk(8, 9999)];
+        t.annotate(&mut ops, 0, false);
+        assert_eq!(sites(&ops), vec![Some(3), Some(4), Some(2), Some(3), None, Some(4), Some(2)]);
+        assert_eq!(t.held_ops_released, 0);
+    }
+
+    #[test]
+    fn held_ops_go_out_at_the_end_and_beyond_the_bound() {
+        let mut t = CaptureTracker::default();
+        let mut out = Vec::new();
+        t.on_call(7, 1, CallFact::BeginCapture { stream: 0xa }, &mut out);
+        for call in [2, 3] {
+            t.on_call(7, call, CallFact::Work { stream: 0xa, start: call as u64 }, &mut out);
+        }
+        t.on_call(7, 5, CallFact::EndCapture { stream: 0xa, graph: 0x9 }, &mut out);
+        t.on_call(7, 6, CallFact::Instantiate { exec: 0x55, graph: 0x9 }, &mut out);
+        t.on_call(7, 7, CallFact::GraphLaunch { exec: 0x55 }, &mut out);
+        // A graph whose second node id never shows: its ops wait, at most MAX_HELD_OPS of them.
+        let mut ops: Vec<Row> = (0..MAX_HELD_OPS + 3).map(|_| op(7, None, Some(500))).collect();
+        t.annotate(&mut ops, 0, false);
+        assert_eq!(ops.len(), 3);
+        assert_eq!(t.held_ops_released, 3);
+        // The end: the rest go out, unplaced (their rank was never certain).
+        let mut ops = Vec::new();
+        t.annotate(&mut ops, 0, true);
+        assert_eq!(ops.len(), MAX_HELD_OPS);
+        assert!(sites(&ops).iter().all(Option::is_none));
     }
 }
