@@ -316,8 +316,8 @@ pub struct TraceOpts {
     /// Call sites: record the user stack at kernel launches, graph launches, copies, memsets
     /// and stream-capture calls. `dwarf`: the probe copies the top of the stack
     /// (--stack-bytes) and the collector unwinds it from the binaries' .eh_frame (right for
-    /// code built without frame pointers); `fp`: the kernel walks frame pointers (cheaper, wrong
-    /// past any caller built without them); `python`: CPython frames only, and the native
+    /// code built without frame pointers); `fp`: the probe walks frame pointers (cheaper; ends at the first
+    /// caller built without them); `python`: CPython frames only, and the native
     /// caller (the cheapest: for Python applications, where the Python line is the site); `off`.
     /// Stacks go to rtl_stack / rtl_frame (docs/trace-format.md).
     #[arg(long, value_enum, default_value_t = StackMode::Off, value_name = "MODE")]
