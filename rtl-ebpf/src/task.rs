@@ -229,8 +229,11 @@ fn thread_exit_event(pid_tgid: u64) {
             (*ev).hdr = header(EventKind::ThreadExit, 0, pid_tgid);
             comm_into(&mut (*ev).comm);
         }
-        const BPF_RB_FORCE_WAKEUP: u64 = 2;
-        slot.submit(BPF_RB_FORCE_WAKEUP);
+        // Not a forced wake-up: the record holds all the collector needs (the name), and a
+        // forced one costs the exiting thread an irq_work and a cross-CPU wake-up inside the
+        // program (measured: ~14 us per thread exit under `--all` on our VMs, against the
+        // few hundred ns of the record). The collector drains on its timer.
+        slot.submit(crate::helpers::wakeup_flags(core::mem::size_of::<ThreadExitEvent>()));
     } else {
         bump(counter::RINGBUF_DROPS);
     }
