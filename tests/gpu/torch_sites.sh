@@ -11,7 +11,7 @@
 #    attributed to the function that created the node). Prints, per run, the kernels whose
 #    recorded site is the right Python function (and line) against the workload's truth.
 # 2. cost: tests/gpu/app.py eager (launch-bound x.add_ loop) per launch, rounds rotated:
-#    untraced; `--gpu none` (CPU-side tracing); + `--stacks dwarf`; + `--stacks fp`;
+#    untraced; `--gpu none` (CPU-side tracing); + `--stacks python`; + `--stacks dwarf`; + `--stacks fp`;
 #    `--stacks dwarf --no-python-frames`; torch.profiler; torch.profiler with_stack=True.
 # Env: BIN (.gpu/rtl-ebpf), PY, REPS (cost rounds, 3), EAGER_N (10000), STEPS ("sites cost"), OUT.
 set -u
@@ -133,7 +133,7 @@ done
 fi
 
 if has cost; then
-hows=(none cpu dwarf fp dwarf-nopy profiler profiler-stack)
+hows=(none cpu python dwarf fp dwarf-nopy profiler profiler-stack)
 : > "$OUT/sites_cost.jsonl"
 for r in $(seq 1 "$REPS"); do
   for i in $(seq 0 $(( ${#hows[@]} - 1 ))); do
@@ -145,7 +145,7 @@ for r in $(seq 1 "$REPS"); do
       profiler) "$PY" "${app[@]}" --profile > /dev/null ;;
       profiler-stack) "$PY" "${app[@]}" --profile-stack > /dev/null ;;
       cpu) "$BIN" run --force --runtime cuda --gpu none --quiet -o "$W/c.db" -- "$PY" "${app[@]}" > /dev/null 2> "$W/c.err" ;;
-      dwarf | fp) "$BIN" run --force --runtime cuda --gpu none --quiet --stacks $how -o "$W/c.db" -- "$PY" "${app[@]}" > /dev/null 2> "$W/c.err" ;;
+      python | dwarf | fp) "$BIN" run --force --runtime cuda --gpu none --quiet --stacks $how -o "$W/c.db" -- "$PY" "${app[@]}" > /dev/null 2> "$W/c.err" ;;
       dwarf-nopy) "$BIN" run --force --runtime cuda --gpu none --quiet --stacks dwarf --no-python-frames -o "$W/c.db" -- "$PY" "${app[@]}" \
                     > /dev/null 2> "$W/c.err" ;;
     esac
