@@ -98,7 +98,8 @@ fn enter(ctx: ProbeContext) -> u32 {
             // `--stacks python`: the Python record, when there is one, carries the caller and
             // is the whole site.
             let site = mode == rtl_common::STACK_MODE_PYTHON;
-            match crate::python::python_stack((ck & cookie::API_MASK) as u32, pid_tgid, ts, site, || crate::stacks::caller(&ctx)) {
+            let caller = site.then_some(|| crate::stacks::caller(&ctx));
+            match crate::python::python_stack((ck & cookie::API_MASK) as u32, pid_tgid, ts, caller) {
                 Some(_) if site => return 0,
                 Some(at) => python_at = at,
                 None => {}

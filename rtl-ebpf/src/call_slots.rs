@@ -56,7 +56,7 @@ pub(crate) fn park(ret_sp: u64, api_id: u32, regs: &[u64; 6], fsbase_of: impl Fn
         (*s).ret_sp = ret_sp;
         (*s).ts_ns = bpf_ktime_get_ns();
         (*s).api_id = api_id as u64;
-        copy_args(&mut (*s).args, regs);
+        copy_words(&mut (*s).args, regs);
         (*s).fsbase = fsbase_of();
     }
     true
@@ -94,7 +94,7 @@ unsafe fn write_call(s: *mut CallSlot, ret: u64, api_id: u32, pid_tgid: u64) {
         let ev = r.as_mut_ptr();
         (*ev).hdr = EventHeader { kind: EventKind::ApiCall as u32, api_id, pid_tgid, ts_ns: bpf_ktime_get_ns() };
         (*ev).enter_ts = (*s).ts_ns;
-        copy_args(&mut (*ev).args, &(*s).args);
+        copy_words(&mut (*ev).args, &(*s).args);
         (*ev).fsbase = (*s).fsbase;
         (*ev).ret = ret;
         release(s);
@@ -129,7 +129,7 @@ unsafe fn write_parked(s: *mut CallSlot, pid_tgid: u64) {
     // SAFETY: exclusively owned reserved record; the slot is this thread's.
     unsafe {
         (*ev).hdr = EventHeader { kind: EventKind::ApiEnterShort as u32, api_id: (*s).api_id as u32, pid_tgid, ts_ns: (*s).ts_ns };
-        copy_args(&mut (*ev).args, &(*s).args);
+        copy_words(&mut (*ev).args, &(*s).args);
         (*ev).fsbase = (*s).fsbase;
     }
     r.submit(wakeup_flags(core::mem::size_of::<ApiEnterShort>()));
@@ -140,12 +140,4 @@ unsafe fn write_parked(s: *mut CallSlot, pid_tgid: u64) {
 unsafe fn release(s: *mut CallSlot) {
     // SAFETY: the caller's slot, owned by the current thread.
     unsafe { core::ptr::write_volatile(&mut (*s).owner, 0) };
-}
-
-/// Six words copied with six loads and stores (a plain array assignment became a byte-wise
-/// `memmove`: `helpers::copy_words`).
-#[inline(always)]
-fn copy_args(dst: &mut [u64; 6], src: &[u64; 6]) {
-    // SAFETY: two whole, aligned arrays.
-    unsafe { copy_words(dst, src) };
 }

@@ -123,13 +123,13 @@ fn rd(addr: u64) -> Option<u64> {
 }
 
 /// The calling thread's Python frames, as a record before its user-stack record, stamped `now`
-/// (the entry's time); nothing when the process is not a described Python process. With `site`
-/// (`--stacks python`), the record is the call's whole site ([`PY_HEAD_SITE`]), with `caller()`
-/// (the API's return address), and no user-stack record follows it. When the record was sent, returns
+/// (the entry's time); nothing when the process is not a described Python process. With
+/// `caller` (`--stacks python`: it gives the API's return address), the record is the call's
+/// whole site ([`PY_HEAD_SITE`]) and no user-stack record follows it. When the record was sent, returns
 /// where the innermost evaluation loop keeps its state on the thread's C stack (its
 /// `_PyCFrame`, or its entry frame: a place inside that loop's native frame; 0: not known).
 #[inline(always)]
-pub fn python_stack(api_id: u32, pid_tgid: u64, now: u64, site: bool, caller: impl FnOnce() -> u64) -> Option<u64> {
+pub fn python_stack(api_id: u32, pid_tgid: u64, now: u64, caller: Option<impl FnOnce() -> u64>) -> Option<u64> {
     let buf = scratch()?;
     // The description, in the scratch (the stack has no room for it; the code-object copies
     // read it there too): the copy this CPU made last when it is this process's and the map
@@ -187,8 +187,13 @@ pub fn python_stack(api_id: u32, pid_tgid: u64, now: u64, site: bool, caller: im
             aya_ebpf::helpers::generated::bpf_loop(n as u32, check_frame as *mut _, &mut c as *mut Check as *mut _, 0);
         }
         let hdr = rtl_common::EventHeader { kind: EventKind::PythonStack as u32, api_id, pid_tgid, ts_ns: now };
-        let (flags, caller) = if site { (PY_HEAD_SITE, caller()) } else { (0, 0) };
-        (*buf).head = PyStackHead { hdr, count: n as u32, truncated, tstate: ts, flags, _pad: 0, caller };
+        let (flags, caller) = match caller {
+            Some(c) => (PY_HEAD_SITE, c()),
+            None => (0, 0),
+        };
+        let head = PyStackHead { hdr, count: n as u32, truncated, tstate: ts, flags, _pad: 0, caller };
+        // Word by word: a plain assignment of the head compiled to a byte-wise memmove.
+        crate::helpers::copy_words(&mut (*buf).head, &head);
         let total = core::mem::size_of::<PyStackHead>() + (n & (PY_FRAMES_MAX * 2 - 1)) * core::mem::size_of::<PyFrameRaw>();
         if total > core::mem::size_of::<PyStackHead>() + PY_FRAMES_MAX * core::mem::size_of::<PyFrameRaw>() {
             return None;

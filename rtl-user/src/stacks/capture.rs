@@ -265,29 +265,37 @@ impl CaptureTracker {
                 }
             }
         }
-        let tail: Vec<Row> = rows.drain(from..).collect();
-        for r in tail {
-            match r {
-                Row::Op(mut o) => {
-                    let c = o.api_id.and_then(|api| self.launches.get(&api)).cloned();
-                    match c {
-                        Some(c) if !finish && o.node.is_none() && o.node_id.is_some() && !c.ids_complete() => {
-                            self.held.push_back((c, o));
-                        }
-                        _ => {
-                            annotate_op(&self.launches, &mut o);
-                            rows.push(Row::Op(o));
-                        }
-                    }
-                }
-                other => rows.push(other),
+        // Placed where they are; only when some op has to wait are the rows moved.
+        let mut waits = false;
+        for r in &mut rows[from..] {
+            let Row::Op(o) = r else { continue };
+            let Some(c) = o.api_id.and_then(|api| self.launches.get(&api)) else { continue };
+            if !finish && must_wait(c, o) {
+                waits = true;
+            } else {
+                o.site_api_id = site_of(c, o);
             }
+        }
+        if waits {
+            let tail: Vec<Row> = rows.drain(from..).collect();
+            for r in tail {
+                match r {
+                    Row::Op(o) => match o.api_id.and_then(|api| self.launches.get(&api)) {
+                        Some(c) if must_wait(c, &o) => self.held.push_back((c.clone(), o)),
+                        _ => rows.push(Row::Op(o)),
+                    },
+                    other => rows.push(other),
+                }
+            }
+        }
+        if self.held.is_empty() {
+            return;
         }
         // Held ops whose graph's ids are now all known (or all of them, at the end), in order.
         let mut keep = VecDeque::new();
         while let Some((c, mut o)) = self.held.pop_front() {
             if finish || c.ids_complete() {
-                o.site_api_id = o.node_id.and_then(|id| c.node_of(id)).and_then(|n| c.calls.get(n).copied());
+                o.site_api_id = site_of(&c, &o);
                 rows.push(Row::Op(o));
             } else {
                 keep.push_back((c, o));
@@ -303,14 +311,21 @@ impl CaptureTracker {
     }
 }
 
-fn annotate_op(launches: &HashMap<i64, Arc<Captured>>, o: &mut OpRow) {
-    let Some(c) = o.api_id.and_then(|api| launches.get(&api)) else { return };
+/// Does `o`, a replayed op of `c`'s graph named by node id, have to wait for the graph's other
+/// ids (its rank is not final yet)?
+fn must_wait(c: &Captured, o: &OpRow) -> bool {
+    o.node.is_none() && o.node_id.is_some() && !c.ids_complete()
+}
+
+/// The call that created replayed op `o`'s node in `c`'s capture: by its position in the
+/// launch, or by the rank of its node id.
+fn site_of(c: &Captured, o: &OpRow) -> Option<i64> {
     let node = match (o.node, o.node_id) {
         (Some(n), _) => Some(n as usize),
         (None, Some(id)) => c.node_of(id),
         (None, None) => None,
     };
-    o.site_api_id = node.and_then(|n| c.calls.get(n).copied());
+    node.and_then(|n| c.calls.get(n).copied())
 }
 
 #[cfg(test)]
