@@ -66,6 +66,11 @@ pub enum EventKind {
     /// and the return wrote entry and return as one record, in place of an
     /// [`EventKind::ApiEnterShort`] + [`EventKind::ApiExitShort`] pair.
     ApiCall = 16,
+    /// Finished calls of one thread, oldest first ([`ApiCalls`]): with `config::CALL_BATCH`
+    /// set, a thread's call slot holds its finished calls and writes them together when it
+    /// holds that many, before any other record of the thread, when the oldest is
+    /// [`CALL_HELD_MAX_NS`] old at the thread's next entry, or at the stop (read from the slot).
+    ApiCalls = 17,
 }
 
 impl EventKind {
@@ -87,6 +92,7 @@ impl EventKind {
             14 => Self::PythonCode,
             15 => Self::ApiExitShort,
             16 => Self::ApiCall,
+            17 => Self::ApiCalls,
             _ => return None,
         })
     }
@@ -178,23 +184,62 @@ pub struct ApiCall {
     pub ret: u64,
 }
 
-/// One thread's parked entry (the `CALL_SLOTS` array, indexed by `tid & config::CALL_SLOT_MASK`):
-/// the data of an [`ApiEnterShort`] kept until the call returns. 128 bytes, two cache lines,
-/// so that threads of neighbouring ids on different CPUs do not share a line.
+/// A call kept in its thread's call slot: the parked entry of a call in flight (`exit_ts` and
+/// `ret` not yet written), or a finished call waiting to be written ([`ApiCalls`]).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HeldCall {
+    /// The API's id (the low 32 bits).
+    pub api_id: u64,
+    /// The entry's `bpf_ktime_get_ns()`.
+    pub enter_ts: u64,
+    /// The return's `bpf_ktime_get_ns()`.
+    pub exit_ts: u64,
+    /// The six integer argument registers at entry.
+    pub args: [u64; 6],
+    /// As [`ApiEnter::fsbase`].
+    pub fsbase: u64,
+    /// As [`ApiExit::ret`].
+    pub ret: u64,
+}
+
+/// Finished calls one thread's slot holds at most (`config::CALL_BATCH` is at most this).
+pub const CALL_BATCH_MAX: usize = 8;
+
+/// A thread's held calls go out at its next entry once the oldest entered this long ago
+/// (trace clock, ns): a thread that keeps calling never holds a call longer than about this.
+pub const CALL_HELD_MAX_NS: u64 = 10_000_000;
+
+/// One thread's calls (the `CALL_SLOTS` array, indexed by `tid & config::CALL_SLOT_MASK`):
+/// the finished calls it holds (`calls[..done]`, with `config::CALL_BATCH` above 1) and the
+/// entry of the call in flight (`calls[done]`, when `ret_sp` is not 0), kept until the call
+/// returns. The head is one cache line, so that threads of neighbouring ids on different CPUs
+/// do not share the line their owner word is in.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct CallSlot {
-    /// The owning thread's `pid_tgid`, claimed with a compare-and-swap from 0; 0: free.
+    /// The owning thread's `pid_tgid`, claimed with a compare-and-swap from 0; 0: free. The
+    /// owner keeps the slot while it holds a call (finished or in flight).
     pub owner: u64,
-    /// The stack pointer the call returns with (its entry's `rsp + 8`): a return with another
-    /// is not this call's (a nested call), an entry at or above it means the parked call's frame
-    /// is gone (longjmp, an exception).
+    /// The stack pointer the parked call returns with (its entry's `rsp + 8`): a return with
+    /// another is not this call's (a nested call), an entry at or above it means the parked
+    /// call's frame is gone (longjmp, an exception). 0: no call parked.
     pub ret_sp: u64,
-    pub ts_ns: u64,
-    pub api_id: u64,
-    pub args: [u64; 6],
-    pub fsbase: u64,
+    /// Finished calls held, `calls[..done]`, oldest first.
+    pub done: u64,
     pub _pad: [u64; 5],
+    pub calls: [HeldCall; CALL_BATCH_MAX],
+}
+
+/// A thread's held calls, written together ([`EventKind::ApiCalls`]): `hdr.ts_ns` is the last
+/// one's return, `hdr.api_id` 0. `calls[..count]` are the calls, oldest first; the rest is
+/// whatever the slot held before (ignored).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ApiCalls {
+    pub hdr: EventHeader,
+    pub count: u64,
+    pub calls: [HeldCall; CALL_BATCH_MAX],
 }
 
 /// Slots of the `CALL_SLOTS` map (a power of two): threads whose ids are equal modulo this (or
@@ -413,7 +458,11 @@ pub mod config {
     /// batch of changes. A CPU keeps the last description it copied, with its tgid and this
     /// generation, and reuses it while both match (no hash lookup, no copy).
     pub const PY_PROCS_GEN: u32 = 24;
-    pub const LEN: u32 = 25;
+    /// Finished calls a thread's call slot holds before it writes them as one
+    /// [`ApiCalls`](super::ApiCalls) record (2 up to [`CALL_BATCH_MAX`](super::CALL_BATCH_MAX));
+    /// 0 or 1: each call is written at its return ([`ApiCall`](super::ApiCall)).
+    pub const CALL_BATCH: u32 = 25;
+    pub const LEN: u32 = 26;
 }
 
 /// Slots of the per-CPU `COUNTERS` array map.
@@ -457,10 +506,13 @@ pub mod counter {
     /// Parked entries written as an `ApiEnterShort` before their return: another record of
     /// the thread came first (a nested call, a thread exit, an exec, a frame unwound past).
     pub const PARKED_FLUSHED: u32 = 15;
-    /// `ApiCall` records lost to a full ring buffer (also in `RINGBUF_DROPS`): each was a
-    /// call's entry and its return.
+    /// Calls lost to a full ring buffer in `ApiCall` and `ApiCalls` records (the records also
+    /// in `RINGBUF_DROPS`): each was a call's entry and its return.
     pub const CALLS_DROPPED: u32 = 16;
-    pub const LEN: u32 = 17;
+    /// [`ApiCalls`](crate::ApiCalls) records written (each holds up to `config::CALL_BATCH`
+    /// calls; a lost one counts its calls in `CALLS_DROPPED`).
+    pub const CALL_BATCHES: u32 = 17;
+    pub const LEN: u32 = 18;
 }
 
 /// Offsets in glibc's (and musl's) `struct r_debug` and `struct link_map` on x86-64

@@ -2,8 +2,8 @@
 //! a record of unknown kind or wrong size is counted, never trusted.
 
 use rtl_common::{
-    AgentBatch, ApiCall, ApiEnter, ApiEnterShort, ApiExit, ApiExitShort, EventHeader, EventKind, ExecEvent, StringEnter, StringLate,
-    TaskEvent, ThreadExitEvent,
+    AgentBatch, ApiCall, ApiCalls, ApiEnter, ApiEnterShort, ApiExit, ApiExitShort, EventHeader, EventKind, ExecEvent, HeldCall,
+    StringEnter, StringLate, TaskEvent, ThreadExitEvent, CALL_BATCH_MAX,
 };
 
 /// One decoded ring-buffer record.
@@ -18,6 +18,9 @@ pub enum Event {
     /// A whole call in one record ([`EventKind::ApiCall`]): its entry, then its return, as the
     /// `ApiEnterShort` + `ApiExitShort` pair it stands for.
     Call(ApiEnter, ApiExit),
+    /// Finished calls of one thread, oldest first ([`EventKind::ApiCalls`]), each as the pair
+    /// it stands for.
+    Calls(Vec<(ApiEnter, ApiExit)>),
     /// A thread exited, with its name then (`comm`).
     ThreadExit(EventHeader, String),
     /// A thread killed by another thread's exec.
@@ -52,6 +55,19 @@ pub enum DecodeError {
     TooShort(usize),
     UnknownKind(u32),
     WrongSize { kind: u32, len: usize },
+    /// An `ApiCalls` record that says it holds more calls than it can.
+    BadCount(u64),
+}
+
+/// A call held in a call slot as the `ApiEnterShort` + `ApiExitShort` pair it stands for.
+pub fn held_pair(pid_tgid: u64, c: &HeldCall) -> (ApiEnter, ApiExit) {
+    let h = |kind: EventKind, ts_ns| EventHeader { kind: kind as u32, api_id: c.api_id as u32, pid_tgid, ts_ns };
+    let mut args = [0; rtl_common::MAX_ARGS];
+    args[..6].copy_from_slice(&c.args);
+    (
+        ApiEnter { hdr: h(EventKind::ApiEnterShort, c.enter_ts), args, fsbase: c.fsbase },
+        ApiExit { hdr: h(EventKind::ApiExitShort, c.exit_ts), ret: c.ret, out: 0, has_out: 0, _pad: 0 },
+    )
 }
 
 fn read<T: Copy>(b: &[u8]) -> Option<T> {
@@ -102,6 +118,13 @@ pub fn decode(b: &[u8]) -> Result<Event, DecodeError> {
                 ApiEnter { hdr: h(EventKind::ApiEnterShort, c.enter_ts), args, fsbase: c.fsbase },
                 ApiExit { hdr: h(EventKind::ApiExitShort, c.hdr.ts_ns), ret: c.ret, out: 0, has_out: 0, _pad: 0 },
             )
+        }
+        EventKind::ApiCalls => {
+            let c: ApiCalls = read(b).ok_or_else(wrong)?;
+            if c.count == 0 || c.count > CALL_BATCH_MAX as u64 {
+                return Err(DecodeError::BadCount(c.count));
+            }
+            Event::Calls(c.calls[..c.count as usize].iter().map(|h| held_pair(c.hdr.pid_tgid, h)).collect())
         }
         EventKind::ThreadExit => {
             let e: ThreadExitEvent = read(b).ok_or_else(wrong)?;

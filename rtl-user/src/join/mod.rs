@@ -179,6 +179,13 @@ impl Joiner {
                 self.push(Event::Exit(x), out);
                 self.stats.events -= 2;
             }
+            Event::Calls(calls) => {
+                for (e, x) in calls {
+                    self.push(Event::Enter(e), out);
+                    self.push(Event::Exit(x), out);
+                    self.stats.events -= 2;
+                }
+            }
             Event::Enter(e) => {
                 self.saw_process(e.hdr.pid_tgid, e.hdr.ts_ns, out);
                 let id = self.pairer.enter(&e, None);

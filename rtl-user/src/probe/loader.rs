@@ -58,6 +58,9 @@ pub struct LoadOptions {
     /// `rtl_common::STACK_MODE_*`, with the bytes to copy.
     pub stack_mode: u32,
     pub stack_bytes: u32,
+    /// Finished calls a thread's call slot holds before writing them together
+    /// (`config::CALL_BATCH`; 0: each call at its return). See [`super::call_slots::batch_for`].
+    pub call_batch: u64,
 }
 
 pub struct Probes {
@@ -73,6 +76,8 @@ pub struct Probes {
     stacks: bool,
     /// `config::CALL_SLOT_MASK` as set at load (the slot is cleared at [`Self::quiesce`]).
     call_slot_mask: u64,
+    /// `config::CALL_BATCH` as set at load.
+    call_batch: u64,
 }
 
 impl Probes {
@@ -108,6 +113,7 @@ impl Probes {
             attached: HashMap::new(),
             stacks: opts.stack_mode != 0,
             call_slot_mask: super::call_slots::mask_from_env()?,
+            call_batch: opts.call_batch,
         };
         me.set_config(config::STACK_MODE, opts.stack_mode as u64)?;
         me.set_config(config::STACK_BYTES, opts.stack_bytes.min(rtl_common::STACK_COPY_MAX as u32) as u64)?;
@@ -126,6 +132,7 @@ impl Probes {
         me.set_config(config::WAKEUP_BYTES, (opts.ringbuf_bytes / 16) as u64)?;
         me.set_config(config::LOADER_STOP, opts.loader_stop as u64)?;
         me.set_config(config::CALL_SLOT_MASK, me.call_slot_mask)?;
+        me.set_config(config::CALL_BATCH, me.call_batch)?;
         if opts.loader_stop {
             me.set_loader_names(&opts.runtime.probed_name_prefixes())?;
         }
@@ -394,9 +401,9 @@ impl Probes {
         Ok(pid as u32)
     }
 
-    /// Entries of calls still in flight, parked in the call slots (read after [`Self::quiesce`]
-    /// and the last drain of the ring buffer).
-    pub fn parked_entries(&self) -> Result<Vec<rtl_common::ApiEnter>> {
+    /// What the call slots still hold: finished calls not yet written, and entries of calls
+    /// still in flight (read after [`Self::quiesce`] and the last drain of the ring buffer).
+    pub fn parked_entries(&self) -> Result<Vec<crate::collect::decode::Event>> {
         let mask = self.call_slot_mask;
         if mask == 0 {
             return Ok(Vec::new());
@@ -444,6 +451,8 @@ impl Probes {
             ("probe_calls_combined", self.counter(counter::CALLS_COMBINED).to_string()),
             ("probe_parked_flushed", self.counter(counter::PARKED_FLUSHED).to_string()),
             ("probe_calls_dropped", self.counter(counter::CALLS_DROPPED).to_string()),
+            ("probe_call_batch", self.call_batch.to_string()),
+            ("probe_call_batches", self.counter(counter::CALL_BATCHES).to_string()),
             ("stacks_lost_in_probe", self.counter(counter::STACKS_LOST).to_string()),
             ("python_stacks_lost_in_probe", self.counter(counter::PY_STACKS_LOST).to_string()),
             ("python_threads_not_found", self.counter(counter::PY_NO_THREAD).to_string()),

@@ -40,12 +40,13 @@ pub(super) fn finish(s: Session, end: LoopEnd, started: Instant, opts: &TraceOpt
         say(&format!("{discarded} records read from the ring buffer could not be kept (backlog full: raise --spool-mb); counted in spool_discarded_records"));
     }
     let mut rows = Vec::new();
-    // Calls in flight whose entries are parked in the kernel's call slots: as unreturned
-    // entries, like the entry records of calls in flight without slots.
+    // What the kernel's call slots still hold: finished calls not yet written, and entries of
+    // calls in flight (as unreturned entries, like the entry records of calls in flight without
+    // slots).
     match probes.parked_entries() {
-        Ok(parked) => {
-            for e in parked {
-                joiner.push(crate::collect::decode::Event::Enter(e), &mut rows);
+        Ok(held) => {
+            for ev in held {
+                joiner.push(ev, &mut rows);
             }
         }
         Err(e) => say(&format!("calls in flight at the stop are not in the trace: {e:#}")),
