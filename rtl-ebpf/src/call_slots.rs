@@ -17,7 +17,9 @@
 //! writes two records.
 
 use aya_ebpf::helpers::bpf_ktime_get_ns;
-use rtl_common::{config, counter, ApiCall, ApiCalls, ApiEnterShort, CallSlot, EventHeader, EventKind, HeldCall, CALL_BATCH_MAX, CALL_HELD_MAX_NS};
+use rtl_common::{
+    config, counter, ApiCall, ApiCalls, ApiEnterShort, CallSlot, EventHeader, EventKind, HeldCall, CALL_BATCH_MAX, CALL_HELD_MAX_NS,
+};
 
 use crate::{
     helpers::{bump, cfg, copy_words, wakeup_flags},

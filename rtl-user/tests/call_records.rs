@@ -1,9 +1,11 @@
-//! One record per common call (the probes' per-thread call slots, docs/trace-format.md
-//! `ApiCall`): every call the workload makes is in the trace once, with its arguments, return
-//! value and status, whichever path it took: combined (short calls), flushed (nested and
-//! recursive calls), flushed at thread exit (a thread that ends inside a call), read at stop (a
-//! call in flight when the tracer stops), or two records (threads that share a slot: more threads
-//! than the 16 slots this test asks for).
+//! Fewer records per common call (the probes' per-thread call slots, docs/trace-format.md
+//! `ApiCall` and `ApiCalls`): every call the workload makes is in the trace once, with its
+//! arguments, return value and status, whichever path it took: held and written with the
+//! thread's other finished calls (CPU-side traces) or combined in one record (with a GPU source),
+//! flushed (nested and recursive calls), flushed at thread exit (a thread that ends inside a
+//! call, threads that end holding calls), read at stop (a call in flight when the tracer stops,
+//! finished calls still held then), or two records (threads that share a slot: more threads than
+//! the 16 slots this test asks for).
 
 use std::collections::{HashMap, HashSet};
 use std::io::BufRead;
@@ -18,14 +20,27 @@ const THREADS: i64 = 48;
 const CALLS: i64 = 300;
 const NESTS: i64 = 50;
 const EXITS: i64 = 4;
+/// hipSlotCall calls the main thread makes last: fewer than a slot holds, so read at the stop.
+const TAIL: i64 = 3;
 
 fn cc(args: &[&str]) {
     let st = Command::new("cc").args(args).status().expect("cc");
     assert!(st.success(), "cc {args:?}");
 }
 
+/// CPU-side tracing: a slot holds up to 8 finished calls (`ApiCalls` records).
 #[test]
 fn every_call_is_traced_once_whatever_its_record_path() {
+    every_call_once(None);
+}
+
+/// As with a GPU source: each call written at its return (`ApiCall` records).
+#[test]
+fn every_call_is_traced_once_with_one_record_per_call() {
+    every_call_once(Some("0"));
+}
+
+fn every_call_once(batch: Option<&str>) {
     require_root();
     let d = tmpdir();
     let (lib, drv, db) = (d.path().join("libcallslots.so"), d.path().join("call_slots"), d.path().join("t.db"));
@@ -36,10 +51,9 @@ fn every_call_is_traced_once_whatever_its_record_path() {
     cc(&["-O2", "-pthread", "-o", drv_s, src, "-L", d.path().to_str().unwrap(), "-lcallslots", &rpath]);
 
     let apis = "hipSlotCall,hipSlotNest,hipSlotExit,hipSlotBlock";
-    let tracer = rtl_start_with(
-        &["--all", "--gpu", "none", "--apis", apis, "--lib", lib_s, "-o", db.to_str().unwrap(), "--force"],
-        &[("RTL_CALL_SLOTS", "16")],
-    );
+    let mut env = vec![("RTL_CALL_SLOTS", "16")];
+    env.extend(batch.map(|b| ("RTL_CALL_BATCH", b)));
+    let tracer = rtl_start_with(&["--all", "--gpu", "none", "--apis", apis, "--lib", lib_s, "-o", db.to_str().unwrap(), "--force"], &env);
     let args = [THREADS, CALLS, NESTS, EXITS].map(|v| v.to_string());
     let mut w = Killed(Command::new(&drv).args(&args).stdout(Stdio::piped()).spawn().unwrap());
     let pid = w.id();
@@ -66,7 +80,7 @@ fn every_call_is_traced_once_whatever_its_record_path() {
 
     // Short calls: every a0 once, with its other arguments and return value, on one thread per base.
     let short = get("hipSlotCall");
-    assert_eq!(short.len() as i64, CALLS * (THREADS + 1), "hipSlotCall rows");
+    assert_eq!(short.len() as i64, CALLS * (THREADS + 1) + TAIL, "hipSlotCall rows");
     let mut seen = HashSet::new();
     let mut tid_of_base: HashMap<i64, u32> = HashMap::new();
     for c in &short {
@@ -77,10 +91,13 @@ fn every_call_is_traced_once_whatever_its_record_path() {
         assert_eq!(c.ret.map(|r| r & 0xffff_ffff), Some(a0 % 1000 + 1), "return of {c:?}");
         assert!(c.start <= c.end, "{c:?}");
         let base = a0 / 1_000_000;
-        assert!(base <= THREADS && a0 % 1_000_000 < CALLS, "a0 {a0} not the workload's");
+        assert!(base <= THREADS + 1 && a0 % 1_000_000 < CALLS, "a0 {a0} not the workload's");
         assert_eq!(*tid_of_base.entry(base).or_insert(c.tid), c.tid, "base {base} on two threads");
     }
     assert_eq!(tid_of_base[&0], pid, "the main thread's calls");
+    assert_eq!(tid_of_base[&(THREADS + 1)], pid, "the main thread's last calls");
+    let tail: Vec<i64> = short.iter().map(|c| a(c, 0)).filter(|a0| a0 / 1_000_000 == THREADS + 1).collect();
+    assert_eq!(tail.len() as i64, TAIL, "the calls still held at the stop");
     assert_eq!(tid_of_base.values().collect::<HashSet<_>>().len() as i64, THREADS + 1, "one thread per base");
 
     // Recursive calls: four per tag, each inside the one that made it.
@@ -113,9 +130,9 @@ fn every_call_is_traced_once_whatever_its_record_path() {
     assert_eq!(block.len(), 1, "{block:?}");
     assert_eq!((a(block[0], 0), block[0].status, block[0].ret), (77, 3, None), "{block:?}");
 
-    assert_eq!(calls.len() as i64, CALLS * (THREADS + 1) + 4 * NESTS + EXITS + 1, "no other rows");
+    assert_eq!(calls.len() as i64, CALLS * (THREADS + 1) + TAIL + 4 * NESTS + EXITS + 1, "no other rows");
     let m = |t: &str| meta(&db, t).unwrap_or_else(|| panic!("no {t}")).parse::<i64>().unwrap();
-    let returns = CALLS * (THREADS + 1) + 4 * NESTS;
+    let returns = CALLS * (THREADS + 1) + TAIL + 4 * NESTS;
     assert_eq!(m("probe_entries"), returns + EXITS + 1);
     assert_eq!(m("probe_exits"), returns);
     assert_eq!((m("returns_without_entry"), m("records_rejected"), m("ringbuf_drops")), (0, 0, 0));
@@ -124,4 +141,13 @@ fn every_call_is_traced_once_whatever_its_record_path() {
     let (combined, flushed) = (m("probe_calls_combined"), m("probe_parked_flushed"));
     assert!(combined > NESTS && combined < returns, "combined {combined} of {returns}");
     assert!(flushed >= EXITS, "flushed {flushed}");
+    let (held, batches) = (m("probe_call_batch"), m("probe_call_batches"));
+    if batch.is_none() {
+        // Each thread that had a slot wrote its calls 8 at a time (37 records for 300 calls, and
+        // what it held at its exit): far fewer records than calls.
+        assert_eq!(held, 8);
+        assert!(batches > 37 && batches * 2 < combined, "{batches} batches for {combined} calls");
+    } else {
+        assert_eq!((held, batches), (0, 0));
+    }
 }

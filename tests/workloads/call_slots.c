@@ -9,6 +9,8 @@
  *    slots: they collide);
  *  - NESTS calls hipSlotNest(3, tag): it calls itself down to depth 0 (4 calls, nested);
  *  - EXITS threads call hipSlotExit(id), which ends the thread inside the call;
+ *  - main thread: 3 more hipSlotCall with a0 = (THREADS+1)*1000000 + i (fewer than a call
+ *    slot holds: still held in the slot at the stop);
  *  - one thread calls hipSlotBlock(77) and stays inside it; the driver prints "blocked" and
  *    waits for the test to stop the tracer and kill it.
  * Each hipSlotCall returns a0 % 1000 + 1; hipSlotNest returns depth + 10 * tag. */
@@ -47,14 +49,15 @@ int hipSlotBlock(uint64_t);
 
 static long g_calls;
 
-static int calls(uint64_t base) {
-    for (long i = 0; i < g_calls; i++) {
+static int calls_n(uint64_t base, long n) {
+    for (long i = 0; i < n; i++) {
         uint64_t a0 = base + (uint64_t)i;
         if (hipSlotCall(a0, 3 * a0, a0 ^ 5, 11, 12, 13) != (int)(a0 % 1000 + 1))
             return 1;
     }
     return 0;
 }
+static int calls(uint64_t base) { return calls_n(base, g_calls); }
 static void *worker(void *p) { return (void *)(intptr_t)calls(((uintptr_t)p + 1) * 1000000); }
 static void *exiter(void *p) { hipSlotExit((uintptr_t)p); return NULL; }
 static void *blocker(void *p) { (void)p; hipSlotBlock(77); return NULL; }
@@ -84,6 +87,7 @@ int main(int argc, char **argv) {
         pthread_create(&x, NULL, exiter, (void *)(uintptr_t)(100 + e));
         pthread_join(x, NULL);
     }
+    bad |= calls_n(((uint64_t)threads + 1) * 1000000, 3);
     if (bad)
         return 1;
     pthread_t b;

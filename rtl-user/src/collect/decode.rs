@@ -54,7 +54,10 @@ pub struct ExecInfo {
 pub enum DecodeError {
     TooShort(usize),
     UnknownKind(u32),
-    WrongSize { kind: u32, len: usize },
+    WrongSize {
+        kind: u32,
+        len: usize,
+    },
     /// An `ApiCalls` record that says it holds more calls than it can.
     BadCount(u64),
 }
@@ -270,6 +273,44 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(matches!(decode(&b[..95]), Err(DecodeError::WrongSize { .. })));
+    }
+
+    #[test]
+    fn held_calls_read_as_their_calls_in_order_and_a_bad_count_is_rejected() {
+        let mut c = ApiCalls {
+            hdr: EventHeader { kind: EventKind::ApiCalls as u32, api_id: 0, pid_tgid: (7 << 32) | 9, ts_ns: 61 },
+            count: 3,
+            calls: [HeldCall::default(); CALL_BATCH_MAX],
+        };
+        for (i, h) in c.calls.iter_mut().enumerate() {
+            let i = i as u64;
+            *h = HeldCall { api_id: 40 + i, enter_ts: 10 * i, exit_ts: 10 * i + 1, args: [i, 2, 3, 4, 5, 6], fsbase: 0, ret: 100 + i };
+        }
+        let b = bytes(&c);
+        assert_eq!(b.len(), 32 + 88 * CALL_BATCH_MAX);
+        match decode(&b).unwrap() {
+            Event::Calls(v) => {
+                assert_eq!(v.len(), 3, "only `count` calls, not the rest of the array");
+                for (i, (e, x)) in v.iter().enumerate() {
+                    let i = i as u64;
+                    assert_eq!(
+                        (e.hdr.kind, e.hdr.api_id, e.hdr.pid_tgid, e.hdr.ts_ns),
+                        (EventKind::ApiEnterShort as u32, 40 + i as u32, (7 << 32) | 9, 10 * i)
+                    );
+                    assert_eq!(e.args, [i, 2, 3, 4, 5, 6, 0, 0, 0, 0, 0, 0]);
+                    assert_eq!(
+                        (x.hdr.kind, x.hdr.api_id, x.hdr.ts_ns, x.ret, x.has_out),
+                        (EventKind::ApiExitShort as u32, 40 + i as u32, 10 * i + 1, 100 + i, 0)
+                    );
+                }
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(decode(&b[..b.len() - 1]), Err(DecodeError::WrongSize { .. })));
+        for bad in [0, CALL_BATCH_MAX as u64 + 1, u64::MAX] {
+            c.count = bad;
+            assert_eq!(decode(&bytes(&c)).err(), Some(DecodeError::BadCount(bad)));
+        }
     }
 
     #[test]
