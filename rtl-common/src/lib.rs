@@ -69,7 +69,9 @@ pub enum EventKind {
     /// Finished calls of one thread, oldest first ([`ApiCalls`]): with `config::CALL_BATCH`
     /// set, a thread's call slot holds its finished calls and writes them together when it
     /// holds that many, before any other record of the thread, when the oldest is
-    /// [`CALL_HELD_MAX_NS`] old at the thread's next entry, or at the stop (read from the slot).
+    /// [`CALL_HELD_MAX_NS`] old at the thread's next entry, when the collector takes them out
+    /// of a thread's slot that is not calling (`take_held`), or at the stop (read from the
+    /// slot).
     ApiCalls = 17,
 }
 
@@ -207,14 +209,31 @@ pub struct HeldCall {
 pub const CALL_BATCH_MAX: usize = 8;
 
 /// A thread's held calls go out at its next entry once the oldest entered this long ago
-/// (trace clock, ns): a thread that keeps calling never holds a call longer than about this.
-pub const CALL_HELD_MAX_NS: u64 = 10_000_000;
+/// (trace clock, ns), and the collector takes them out of the slot of a thread that has not
+/// called since (`take_held`): no call is held much longer than this.
+pub const CALL_HELD_MAX_NS: u64 = 2_000_000;
+
+/// [`CallSlot::state`]: the finished calls held are `calls[..state & HELD_COUNT_MASK]`; the bits
+/// above count the times the slot's held calls were taken (written), so that a
+/// compare-and-swap on the word fails once they have been.
+pub const HELD_COUNT_MASK: u64 = 0xff;
+/// One in the generation bits of [`CallSlot::state`].
+pub const HELD_GEN_ONE: u64 = 0x100;
+
+/// Slots one run of the `take_held` program looks at (its arguments: the count, then the
+/// indices; a raw tracepoint's test run takes at most 12 arguments).
+pub const TAKE_HELD_SLOTS: usize = 11;
 
 /// One thread's calls (the `CALL_SLOTS` array, indexed by `tid & config::CALL_SLOT_MASK`):
-/// the finished calls it holds (`calls[..done]`, with `config::CALL_BATCH` above 1) and the
-/// entry of the call in flight (`calls[done]`, when `ret_sp` is not 0), kept until the call
-/// returns. The head is one cache line, so that threads of neighbouring ids on different CPUs
-/// do not share the line their owner word is in.
+/// the finished calls it holds (`config::CALL_BATCH` above 1) and the entry of the call in
+/// flight (`calls[parked_at]`, when `ret_sp` is not 0), kept until the call returns. The head is
+/// one cache line, so that threads of neighbouring ids on different CPUs do not share the line
+/// their owner word is in.
+///
+/// Only the owning thread writes the slot, with one exception: the collector's `take_held`
+/// program may write out the held calls of a thread that is not calling (a compare-and-swap
+/// on `state` decides which of the two writes them, so each is written once, and before the
+/// owner's next record).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct CallSlot {
@@ -225,9 +244,11 @@ pub struct CallSlot {
     /// another is not this call's (a nested call), an entry at or above it means the parked
     /// call's frame is gone (longjmp, an exception). 0: no call parked.
     pub ret_sp: u64,
-    /// Finished calls held, `calls[..done]`, oldest first.
-    pub done: u64,
-    pub _pad: [u64; 5],
+    /// How many finished calls are held (`& HELD_COUNT_MASK`) and the take generation above.
+    pub state: u64,
+    /// Where the parked call's entry is in `calls` (where the count was when it entered).
+    pub parked_at: u64,
+    pub _pad: [u64; 4],
     pub calls: [HeldCall; CALL_BATCH_MAX],
 }
 
@@ -512,7 +533,10 @@ pub mod counter {
     /// [`ApiCalls`](crate::ApiCalls) records written (each holds up to `config::CALL_BATCH`
     /// calls; a lost one counts its calls in `CALLS_DROPPED`).
     pub const CALL_BATCHES: u32 = 17;
-    pub const LEN: u32 = 18;
+    /// Held calls the collector took out of the slots of threads that were not calling
+    /// (`take_held`), counted per call.
+    pub const CALLS_TAKEN: u32 = 18;
+    pub const LEN: u32 = 19;
 }
 
 /// Offsets in glibc's (and musl's) `struct r_debug` and `struct link_map` on x86-64

@@ -12,18 +12,24 @@
 //! an agent batch) writes the held calls and then the parked entry (as an `ApiEnterShort`)
 //! before it (`flush_own`), so the collector sees every thread's calls in the order it would see
 //! them without slots. Held calls also go out at the thread's next entry once the oldest is
-//! [`CALL_HELD_MAX_NS`] old, and the collector reads what is still held at the stop. A slot
-//! another thread holds (thread ids equal modulo the slot count) is not touched: that call
-//! writes two records.
+//! [`CALL_HELD_MAX_NS`] old, and the collector takes them out of the slot of a thread that is
+//! not calling ([`take_held`]). A slot another thread holds (thread ids equal modulo the slot
+//! count) is not touched: that call writes two records.
+//!
+//! Held calls are written by whoever wins a compare-and-swap on the slot's `state` (count and
+//! generation): the record is reserved and filled first, and submitted only by the winner. The
+//! loser discards its copy. A record reserved before the swap precedes in the ring buffer
+//! every record the owner reserves after it, so the thread's order holds either way.
 
 use aya_ebpf::helpers::bpf_ktime_get_ns;
 use rtl_common::{
     config, counter, ApiCall, ApiCalls, ApiEnterShort, CallSlot, EventHeader, EventKind, HeldCall, CALL_BATCH_MAX, CALL_HELD_MAX_NS,
+    HELD_COUNT_MASK, HELD_GEN_ONE,
 };
 
 use crate::{
     helpers::{bump, cfg, copy_words, wakeup_flags},
-    maps::{CALL_SLOTS, COUNTERS, EVENTS},
+    maps::{CALL_SLOTS, COUNTERS, EVENTS, HELD_SINCE},
 };
 
 /// The slot of the thread `pid_tgid` (None: slots off, `config::CALL_SLOT_MASK` 0).
@@ -44,21 +50,50 @@ unsafe fn held(s: *mut CallSlot, i: u64) -> *mut HeldCall {
     unsafe { (*s).calls.as_mut_ptr().add((i as usize) & (CALL_BATCH_MAX - 1)) }
 }
 
+#[inline(always)]
+unsafe fn state(s: *mut CallSlot) -> u64 {
+    // SAFETY: the caller's slot.
+    unsafe { core::ptr::read_volatile(&(*s).state) }
+}
+
+/// Compare-and-swap of the slot's `state`: did it hold `old` (and now `new`)?
+#[inline(always)]
+unsafe fn swap_state(s: *mut CallSlot, old: u64, new: u64) -> bool {
+    // SAFETY: the caller's slot; an atomic on a map value.
+    unsafe {
+        core::intrinsics::atomic_cxchg::<u64, { core::intrinsics::AtomicOrdering::SeqCst }, { core::intrinsics::AtomicOrdering::SeqCst }>(
+            &mut (*s).state,
+            old,
+            new,
+        )
+        .1
+    }
+}
+
+/// The collector's hint of slot `i`: the entry time of its oldest held call, 0 when none.
+#[inline(always)]
+fn hint(i: u32, v: u64) {
+    if let Some(h) = HELD_SINCE.get_ptr_mut(i) {
+        // SAFETY: a map value; a hint only (the collector's `take_held` checks the slot).
+        unsafe { core::ptr::write_volatile(h, v) };
+    }
+}
+
 /// Entry of a common call: parks it. False: the slot is another thread's (or slots are off),
 /// the caller writes the entry record itself.
 #[inline(always)]
 pub(crate) fn park(ret_sp: u64, api_id: u32, regs: &[u64; 6], fsbase_of: impl FnOnce() -> u64, pid_tgid: u64) -> bool {
     let Some(s) = slot_of(pid_tgid) else { return false };
     // SAFETY: a map value of this program's map; the owner word is claimed atomically, and only
-    // its owner (this thread, not concurrently with itself) writes the rest.
+    // its owner (this thread, not concurrently with itself) writes the rest but `state`.
     unsafe {
         let owner = core::ptr::read_volatile(&(*s).owner);
         if owner == pid_tgid {
             if (*s).ret_sp != 0 {
                 // Our own parked call: this one is nested inside it (or its frame is gone); the
                 // held calls and its entry go first, this call takes the slot.
-                let at = write_held(s, pid_tgid);
-                write_parked(s, at, pid_tgid);
+                write_held(s, pid_tgid);
+                write_parked(s, pid_tgid);
             }
         } else {
             if owner != 0 {
@@ -74,17 +109,18 @@ pub(crate) fn park(ret_sp: u64, api_id: u32, regs: &[u64; 6], fsbase_of: impl Fn
             }
         }
         let ts = bpf_ktime_get_ns();
-        let mut done = (*s).done;
-        if done != 0 && ts.wrapping_sub((*held(s, 0)).enter_ts) > CALL_HELD_MAX_NS {
+        let mut n = state(s) & HELD_COUNT_MASK;
+        if n != 0 && ts.wrapping_sub((*held(s, 0)).enter_ts) > CALL_HELD_MAX_NS {
             // A thread that calls now and then: its calls go out before they get old.
             write_held(s, pid_tgid);
-            done = 0;
+            n = 0;
         }
-        let c = held(s, done);
+        let c = held(s, n);
         (*c).enter_ts = ts;
         (*c).api_id = api_id as u64;
         copy_words(&mut (*c).args, regs);
         (*c).fsbase = fsbase_of();
+        (*s).parked_at = n;
         (*s).ret_sp = ret_sp;
     }
     true
@@ -103,19 +139,23 @@ pub(crate) fn unpark(sp: u64, ret: u64, pid_tgid: u64) -> bool {
         if core::ptr::read_volatile(&(*s).owner) != pid_tgid || (*s).ret_sp != sp {
             return false;
         }
-        let done = (*s).done;
-        let c = held(s, done);
+        let at = (*s).parked_at;
         let ts = bpf_ktime_get_ns();
         let batch = cfg(config::CALL_BATCH);
         if batch < 2 {
-            write_call(c, ts, ret, pid_tgid);
+            write_call(held(s, at), ts, ret, pid_tgid);
             release(s);
         } else {
+            let c = held(s, at);
             (*c).exit_ts = ts;
             (*c).ret = ret;
-            (*s).ret_sp = 0;
-            (*s).done = done + 1;
-            if done + 1 >= batch {
+            core::ptr::write_volatile(&mut (*s).ret_sp, 0);
+            let n = hold(s, at);
+            if n == 0 {
+                // Not counted (the state moved twice under it, which only this thread's own
+                // writes can do after a take): written on its own rather than lost.
+                write_call(c, ts, ret, pid_tgid);
+            } else if n >= batch {
                 write_held(s, pid_tgid);
                 release(s);
             }
@@ -123,6 +163,33 @@ pub(crate) fn unpark(sp: u64, ret: u64, pid_tgid: u64) -> bool {
     }
     bump(counter::CALLS_COMBINED);
     true
+}
+
+/// Counts the finished call at `calls[at]` as held; returns how many are. The collector may
+/// have taken the held calls since the call entered (then the count is below `at`): the call
+/// moves down to the count first. Two tries: after a take the count is 0 and only this thread
+/// raises it.
+#[inline(always)]
+unsafe fn hold(s: *mut CallSlot, at: u64) -> u64 {
+    // SAFETY: the caller's slot, this thread's.
+    unsafe {
+        let mut tries = 0;
+        while tries < 2 {
+            let st = state(s);
+            let n = st & HELD_COUNT_MASK;
+            if n != at {
+                copy_words(held(s, n), held(s, at));
+            }
+            if swap_state(s, st, st + 1) {
+                if n == 0 {
+                    hint((*s).owner as u32 & cfg(config::CALL_SLOT_MASK) as u32, (*held(s, 0)).enter_ts);
+                }
+                return n + 1;
+            }
+            tries += 1;
+        }
+        0
+    }
 }
 
 /// The whole call, from the parked entry and this return, as one [`ApiCall`] record.
@@ -145,32 +212,76 @@ unsafe fn write_call(c: *const HeldCall, ts: u64, ret: u64, pid_tgid: u64) {
     r.submit(wakeup_flags(core::mem::size_of::<ApiCall>()));
 }
 
-/// Writes the thread's held calls as one [`ApiCalls`] record (nothing when it holds none).
-/// Returns where the parked entry, if any, is (`calls[done]` before, which this empties).
+/// Writes the held calls of the slot `s` (slot index `i`) as one [`ApiCalls`] record, if this
+/// wins them (see the module's notes). `owner`: the thread's `pid_tgid` when the caller is that
+/// thread; None: read here, after the state (while the state holds, the owner cannot change: a
+/// slot is freed only after its held calls were taken, which moves the state on). Returns how
+/// many it wrote (0: none held, or another took them first; lost to a full ring buffer:
+/// counted, taken).
 #[inline(always)]
-unsafe fn write_held(s: *mut CallSlot, pid_tgid: u64) -> u64 {
-    // SAFETY: the caller's slot, this thread's.
+unsafe fn take(s: *mut CallSlot, owner: Option<u64>, i: u32) -> u64 {
+    // SAFETY: a slot of CALL_SLOTS; its first `n` calls do not change while `state` holds `st`.
     unsafe {
-        let done = (*s).done;
-        if done == 0 {
+        let st = state(s);
+        let n = st & HELD_COUNT_MASK;
+        if n == 0 {
             return 0;
         }
-        (*s).done = 0;
+        let pid_tgid = match owner {
+            Some(o) => o,
+            None => core::ptr::read_volatile(&(*s).owner),
+        };
+        let next = (st & !HELD_COUNT_MASK) + HELD_GEN_ONE;
         let Some(mut r) = EVENTS.reserve::<ApiCalls>(0) else {
-            bump(counter::RINGBUF_DROPS);
-            if let Some(n) = COUNTERS.get_ptr_mut(counter::CALLS_DROPPED) {
-                *n += done;
+            if !swap_state(s, st, next) {
+                return 0;
             }
-            return done;
+            hint(i, 0);
+            bump(counter::RINGBUF_DROPS);
+            if let Some(d) = COUNTERS.get_ptr_mut(counter::CALLS_DROPPED) {
+                *d += n;
+            }
+            return n;
         };
         let ev = r.as_mut_ptr();
-        let last = held(s, done - 1);
+        let last = held(s, n - 1);
         (*ev).hdr = EventHeader { kind: EventKind::ApiCalls as u32, api_id: 0, pid_tgid, ts_ns: (*last).exit_ts };
-        (*ev).count = done;
+        (*ev).count = n;
         copy_words(&mut (*ev).calls, &(*s).calls);
+        if !swap_state(s, st, next) {
+            r.discard(0);
+            return 0;
+        }
+        hint(i, 0);
         r.submit(wakeup_flags(core::mem::size_of::<ApiCalls>()));
         bump(counter::CALL_BATCHES);
-        done
+        n
+    }
+}
+
+/// The owner writes its held calls (if the collector has not taken them).
+#[inline(always)]
+unsafe fn write_held(s: *mut CallSlot, pid_tgid: u64) {
+    // SAFETY: the caller's slot, this thread's.
+    unsafe { take(s, Some(pid_tgid), pid_tgid as u32 & cfg(config::CALL_SLOT_MASK) as u32) };
+}
+
+/// The collector's take of slot `i`'s held calls (the `take_held` program): those of a thread
+/// that has not called since they became old. Returns how many it wrote.
+#[inline(always)]
+pub(crate) fn take_slot(i: u32) -> u64 {
+    let mask = cfg(config::CALL_SLOT_MASK);
+    if mask == 0 || i as u64 > mask {
+        return 0;
+    }
+    let Some(s) = CALL_SLOTS.get_ptr_mut(i) else { return 0 };
+    // SAFETY: a map value; `take` decides with the compare-and-swap.
+    unsafe {
+        if state(s) & HELD_COUNT_MASK == 0 {
+            hint(i, 0);
+            return 0;
+        }
+        take(s, None, i)
     }
 }
 
@@ -183,21 +294,22 @@ pub(crate) fn flush_own(pid_tgid: u64) {
     // SAFETY: as in `park`.
     unsafe {
         if core::ptr::read_volatile(&(*s).owner) == pid_tgid {
-            let at = write_held(s, pid_tgid);
+            write_held(s, pid_tgid);
             if (*s).ret_sp != 0 {
-                write_parked(s, at, pid_tgid);
+                write_parked(s, pid_tgid);
             }
             release(s);
         }
     }
 }
 
-/// The parked entry (`calls[at]`) as the `ApiEnterShort` it stands for; the slot then has none.
+/// The parked entry (`calls[parked_at]`) as the `ApiEnterShort` it stands for; the slot then
+/// has none.
 #[inline(always)]
-unsafe fn write_parked(s: *mut CallSlot, at: u64, pid_tgid: u64) {
+unsafe fn write_parked(s: *mut CallSlot, pid_tgid: u64) {
     bump(counter::PARKED_FLUSHED);
     // SAFETY: the caller's slot, this thread's.
-    unsafe { (*s).ret_sp = 0 };
+    unsafe { core::ptr::write_volatile(&mut (*s).ret_sp, 0) };
     let Some(mut r) = EVENTS.reserve::<ApiEnterShort>(0) else {
         bump(counter::RINGBUF_DROPS);
         return;
@@ -205,7 +317,7 @@ unsafe fn write_parked(s: *mut CallSlot, at: u64, pid_tgid: u64) {
     let ev = r.as_mut_ptr();
     // SAFETY: exclusively owned reserved record; the slot is this thread's.
     unsafe {
-        let c = held(s, at);
+        let c = held(s, (*s).parked_at);
         (*ev).hdr = EventHeader { kind: EventKind::ApiEnterShort as u32, api_id: (*c).api_id as u32, pid_tgid, ts_ns: (*c).enter_ts };
         copy_words(&mut (*ev).args, &(*c).args);
         (*ev).fsbase = (*c).fsbase;
@@ -213,14 +325,14 @@ unsafe fn write_parked(s: *mut CallSlot, at: u64, pid_tgid: u64) {
     r.submit(wakeup_flags(core::mem::size_of::<ApiEnterShort>()));
 }
 
-/// Frees the slot (its data read before: volatile stores after them; plain stores of the two
-/// neighbouring zeros compiled to a call of a byte-wise `memset`).
+/// Frees the slot (it holds no finished call: they were written, and only its owner adds
+/// any). Volatile stores after the reads of its data; plain stores of the neighbouring zeros
+/// compiled to a call of a byte-wise `memset`.
 #[inline(always)]
 unsafe fn release(s: *mut CallSlot) {
     // SAFETY: the caller's slot, owned by the current thread.
     unsafe {
         core::ptr::write_volatile(&mut (*s).ret_sp, 0);
-        core::ptr::write_volatile(&mut (*s).done, 0);
         core::ptr::write_volatile(&mut (*s).owner, 0)
     };
 }

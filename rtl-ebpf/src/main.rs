@@ -18,7 +18,8 @@
 //! Files: `maps` (every map), `helpers` (filter, counters, headers, wake-ups), `api_enter` and
 //! `api_exit` (the probes on every API), `strings` (string arguments), `stacks` (call sites),
 //! `publish` (the agent's hand-off), `loader` (the dynamic loader's hook), `task` (fork, exec,
-//! exit tracepoints).
+//! exit tracepoints), `call_slots` (parked and held calls), `take_held` (the collector's take of
+//! a waiting thread's held calls).
 #![no_std]
 #![no_main]
 #![feature(core_intrinsics)]
@@ -35,6 +36,7 @@ mod python;
 mod python_code;
 mod stacks;
 mod strings;
+mod take_held;
 mod task;
 
 #[cfg(not(test))]

@@ -71,6 +71,15 @@ pub(crate) static THREAD_GEN: Array<u64> = Array::with_max_entries(1, 0);
 #[map]
 pub(crate) static CALL_SLOTS: Array<CallSlot> = Array::with_max_entries(rtl_common::CALL_SLOTS_MAX, 0);
 
+/// Per call slot, the entry time of the oldest finished call it holds (0: none): a hint the
+/// collector reads (memory-mapped) to find threads whose held calls are getting old
+/// (`call_slots::take_slot`).
+#[map]
+pub(crate) static HELD_SINCE: Array<u64> = Array::with_max_entries(rtl_common::CALL_SLOTS_MAX, BPF_F_MMAPABLE);
+
+/// `BPF_F_MMAPABLE` (include/uapi/linux/bpf.h): an array user space can map.
+const BPF_F_MMAPABLE: u32 = 1 << 10;
+
 #[map]
 pub(crate) static CONFIG: Array<u64> = Array::with_max_entries(config::LEN, 0);
 

@@ -28,19 +28,34 @@ fn cc(args: &[&str]) {
     assert!(st.success(), "cc {args:?}");
 }
 
-/// CPU-side tracing: a slot holds up to 8 finished calls (`ApiCalls` records).
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Mode {
+    /// The default: a slot holds up to 8 finished calls (`ApiCalls` records), and the collector
+    /// takes those of a thread that stopped calling out of its slot (the main thread's last
+    /// calls, while it waits).
+    Held,
+    /// Held, never taken (`RTL_HELD_TAKE=0`): the main thread's last calls are read at the stop.
+    HeldUntilStop,
+    /// Each call written at its return (`ApiCall` records, `RTL_CALL_BATCH=0`).
+    OneRecord,
+}
+
 #[test]
 fn every_call_is_traced_once_whatever_its_record_path() {
-    every_call_once(None);
+    every_call_once(Mode::Held);
 }
 
-/// As with a GPU source: each call written at its return (`ApiCall` records).
+#[test]
+fn every_call_is_traced_once_with_calls_held_until_the_stop() {
+    every_call_once(Mode::HeldUntilStop);
+}
+
 #[test]
 fn every_call_is_traced_once_with_one_record_per_call() {
-    every_call_once(Some("0"));
+    every_call_once(Mode::OneRecord);
 }
 
-fn every_call_once(batch: Option<&str>) {
+fn every_call_once(mode: Mode) {
     require_root();
     let d = tmpdir();
     let (lib, drv, db) = (d.path().join("libcallslots.so"), d.path().join("call_slots"), d.path().join("t.db"));
@@ -52,7 +67,11 @@ fn every_call_once(batch: Option<&str>) {
 
     let apis = "hipSlotCall,hipSlotNest,hipSlotExit,hipSlotBlock";
     let mut env = vec![("RTL_CALL_SLOTS", "16")];
-    env.extend(batch.map(|b| ("RTL_CALL_BATCH", b)));
+    match mode {
+        Mode::Held => {}
+        Mode::HeldUntilStop => env.push(("RTL_HELD_TAKE", "0")),
+        Mode::OneRecord => env.push(("RTL_CALL_BATCH", "0")),
+    }
     let tracer = rtl_start_with(&["--all", "--gpu", "none", "--apis", apis, "--lib", lib_s, "-o", db.to_str().unwrap(), "--force"], &env);
     let args = [THREADS, CALLS, NESTS, EXITS].map(|v| v.to_string());
     let mut w = Killed(Command::new(&drv).args(&args).stdout(Stdio::piped()).spawn().unwrap());
@@ -141,13 +160,21 @@ fn every_call_once(batch: Option<&str>) {
     let (combined, flushed) = (m("probe_calls_combined"), m("probe_parked_flushed"));
     assert!(combined > NESTS && combined < returns, "combined {combined} of {returns}");
     assert!(flushed >= EXITS, "flushed {flushed}");
-    let (held, batches) = (m("probe_call_batch"), m("probe_call_batches"));
-    if batch.is_none() {
-        // Each thread that had a slot wrote its calls 8 at a time (37 records for 300 calls, and
-        // what it held at its exit): far fewer records than calls.
-        assert_eq!(held, 8);
-        assert!(batches > 37 && batches * 2 < combined, "{batches} batches for {combined} calls");
+    let (held, batches, taken) = (m("probe_call_batch"), m("probe_call_batches"), m("probe_calls_taken"));
+    assert_eq!(meta(&db, "held_take_error").unwrap_or_default(), "");
+    match mode {
+        Mode::Held | Mode::HeldUntilStop => {
+            // Each thread that had a slot wrote its calls 8 at a time (37 records for 300
+            // calls, and what it held at its exit): far fewer records than calls.
+            assert_eq!(held, 8);
+            assert!(batches > 37 && batches * 2 < combined, "{batches} batches for {combined} calls");
+        }
+        Mode::OneRecord => assert_eq!((held, batches), (0, 0)),
+    }
+    if mode == Mode::Held {
+        // The main thread waited 200 ms holding its last calls: taken out of its slot.
+        assert!(taken >= TAIL && m("held_take_runs") > 0, "taken {taken}");
     } else {
-        assert_eq!((held, batches), (0, 0));
+        assert_eq!((taken, m("held_take_runs")), (0, 0));
     }
 }

@@ -5,7 +5,7 @@
 
 use anyhow::{bail, Context, Result};
 use aya::maps::{Array, MapData};
-use rtl_common::{CallSlot, HeldCall, CALL_BATCH_MAX, CALL_SLOTS_MAX};
+use rtl_common::{CallSlot, HeldCall, CALL_BATCH_MAX, CALL_HELD_MAX_NS, CALL_SLOTS_MAX, HELD_COUNT_MASK, TAKE_HELD_SLOTS};
 
 use crate::collect::decode::{held_pair, Event};
 
@@ -32,15 +32,15 @@ pub fn mask_from_env() -> Result<u64> {
 /// [`batch_for`].
 pub const BATCH_ENV: &str = "RTL_CALL_BATCH";
 
-/// `config::CALL_BATCH` for a trace with GPU source `gpu`.
+/// `config::CALL_BATCH`: [`CALL_BATCH_MAX`] unless `RTL_CALL_BATCH` says otherwise.
 ///
-/// Held calls reach the collector late: when the thread has made [`CALL_BATCH_MAX`] calls, makes
-/// another kind of call, exits, enters a call [`rtl_common::CALL_HELD_MAX_NS`] after the oldest
-/// held one, or at the stop. The GPU join needs each thread's calls within its `READY_NS` of
-/// their return (a thread that launches and then waits would hold its launches), so calls are
-/// held only in CPU-side traces (`--gpu none`); with a GPU source each call is written at its
-/// return.
-pub fn batch_for(gpu: rtl_common::GpuSource) -> Result<u64> {
+/// Held calls reach the collector when the thread has made that many calls, makes another kind
+/// of call, exits, enters a call [`CALL_HELD_MAX_NS`] after the oldest held one, when the
+/// [`HeldTaker`] takes them out of the slot of a thread that stopped calling (every
+/// [`TAKE_PERIOD`], those older than [`CALL_HELD_MAX_NS`]), or at the stop. So a call reaches the
+/// collector at most a few milliseconds after it returned, well within what the GPU join waits
+/// for a thread's calls (its `READY_NS`, 20 ms).
+pub fn batch_from_env() -> Result<u64> {
     if let Some(v) = std::env::var_os(BATCH_ENV) {
         let n: u64 = v.to_str().and_then(|s| s.parse().ok()).with_context(|| format!("{BATCH_ENV}={v:?}: not a number"))?;
         if n > CALL_BATCH_MAX as u64 {
@@ -48,7 +48,157 @@ pub fn batch_for(gpu: rtl_common::GpuSource) -> Result<u64> {
         }
         return Ok(n);
     }
-    Ok(if gpu == rtl_common::GpuSource::None { CALL_BATCH_MAX as u64 } else { 0 })
+    Ok(CALL_BATCH_MAX as u64)
+}
+
+/// How often the [`HeldTaker`] looks for old held calls.
+pub const TAKE_PERIOD: std::time::Duration = std::time::Duration::from_millis(2);
+
+/// `RTL_HELD_TAKE=0`: no [`HeldTaker`] (held calls wait for their thread or the stop). For tests.
+pub const TAKE_ENV: &str = "RTL_HELD_TAKE";
+
+/// Takes the held calls of threads that stopped calling out of their slots: reads the kernel
+/// side's `HELD_SINCE` hints (a memory-mapped array: the entry time of each slot's oldest held
+/// call) and runs the `take_held` program (`BPF_PROG_TEST_RUN`) for the slots whose calls are
+/// older than [`CALL_HELD_MAX_NS`]. The program writes them to the ring buffer, racing the
+/// owning thread with a compare-and-swap, so each call is written once and in its thread's
+/// order.
+pub struct HeldTaker {
+    hints: *const u64,
+    len: usize,
+    slots: usize,
+    prog: aya::programs::ProgramFd,
+    /// Program runs, and slots handed to them.
+    pub runs: u64,
+    pub slots_asked: u64,
+}
+
+// SAFETY: the mapping is read-only and owned by this value (unmapped on drop); the kernel writes
+// it concurrently, which is why every read is volatile.
+unsafe impl Send for HeldTaker {}
+
+impl HeldTaker {
+    /// `hints`: the `HELD_SINCE` map; `prog`: the loaded `take_held` program; `mask`:
+    /// `config::CALL_SLOT_MASK`.
+    pub fn new(hints: &aya::maps::MapData, prog: aya::programs::ProgramFd, mask: u64) -> Result<Self> {
+        use std::os::fd::{AsFd, AsRawFd};
+        let len = CALL_SLOTS_MAX as usize * 8;
+        // SAFETY: a read-only shared mapping of a BPF_F_MMAPABLE array's values; checked below.
+        let p = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_SHARED, hints.fd().as_fd().as_raw_fd(), 0) };
+        if p == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error()).context("mapping the HELD_SINCE map");
+        }
+        Ok(Self { hints: p as *const u64, len, slots: (mask as usize + 1).min(CALL_SLOTS_MAX as usize), prog, runs: 0, slots_asked: 0 })
+    }
+
+    /// The slots whose oldest held call entered before `before_ns` (CLOCK_MONOTONIC, the
+    /// probes' clock).
+    fn old_slots(&self, before_ns: u64) -> Vec<u64> {
+        let mut out = Vec::new();
+        for i in 0..self.slots {
+            // SAFETY: inside the mapping; the kernel writes these words concurrently.
+            let t = unsafe { std::ptr::read_volatile(self.hints.add(i)) };
+            if t != 0 && t < before_ns {
+                out.push(i as u64);
+            }
+        }
+        out
+    }
+
+    /// One pass: the held calls older than [`CALL_HELD_MAX_NS`] at `now_ns` go out.
+    pub fn take_old(&mut self, now_ns: u64) -> Result<()> {
+        let old = self.old_slots(now_ns.saturating_sub(CALL_HELD_MAX_NS));
+        for chunk in old.chunks(TAKE_HELD_SLOTS) {
+            let mut args = [0u64; TAKE_HELD_SLOTS + 1];
+            args[0] = chunk.len() as u64;
+            args[1..=chunk.len()].copy_from_slice(chunk);
+            test_run_raw_tp(&self.prog, &args).context("running the take_held program")?;
+            self.runs += 1;
+            self.slots_asked += chunk.len() as u64;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for HeldTaker {
+    fn drop(&mut self) {
+        // SAFETY: our own mapping.
+        unsafe { libc::munmap(self.hints as *mut libc::c_void, self.len) };
+    }
+}
+
+/// `BPF_PROG_TEST_RUN` of a raw tracepoint program with `args` as its arguments, on this CPU.
+fn test_run_raw_tp(prog: &aya::programs::ProgramFd, args: &[u64]) -> Result<()> {
+    use std::os::fd::{AsFd, AsRawFd};
+    // union bpf_attr's `test` member (include/uapi/linux/bpf.h).
+    #[repr(C)]
+    #[derive(Default)]
+    struct TestRun {
+        prog_fd: u32,
+        retval: u32,
+        data_size_in: u32,
+        data_size_out: u32,
+        data_in: u64,
+        data_out: u64,
+        repeat: u32,
+        duration: u32,
+        ctx_size_in: u32,
+        ctx_size_out: u32,
+        ctx_in: u64,
+        ctx_out: u64,
+        flags: u32,
+        cpu: u32,
+        batch_size: u32,
+        _pad: u32,
+    }
+    const BPF_PROG_TEST_RUN: libc::c_long = 10;
+    let attr = TestRun {
+        prog_fd: prog.as_fd().as_raw_fd() as u32,
+        ctx_size_in: std::mem::size_of_val(args) as u32,
+        ctx_in: args.as_ptr() as u64,
+        ..Default::default()
+    };
+    // SAFETY: the attribute and the arguments outlive the call; the kernel only reads `args`.
+    let r = unsafe { libc::syscall(libc::SYS_bpf, BPF_PROG_TEST_RUN, &attr as *const TestRun, std::mem::size_of::<TestRun>()) };
+    if r < 0 {
+        return Err(std::io::Error::last_os_error().into());
+    }
+    Ok(())
+}
+
+/// The [`HeldTaker`] on its own thread, every [`TAKE_PERIOD`] until stopped.
+pub struct TakerThread {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<(HeldTaker, Option<anyhow::Error>)>,
+}
+
+impl TakerThread {
+    pub fn start(mut taker: HeldTaker) -> Result<Self> {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let s = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("rtl-held".into())
+            .spawn(move || {
+                while !s.load(std::sync::atomic::Ordering::Relaxed) {
+                    std::thread::sleep(TAKE_PERIOD);
+                    if let Err(e) = taker.take_old(crate::clock::ClockPair::now().monotonic_ns as u64) {
+                        return (taker, Some(e));
+                    }
+                }
+                (taker, None)
+            })
+            .context("starting the held-call thread")?;
+        Ok(Self { stop, thread })
+    }
+
+    /// Stops it; its counts (program runs, slots asked) and the error that stopped it early.
+    pub fn stop(self) -> (u64, u64, Option<anyhow::Error>) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        match self.thread.join() {
+            Ok((t, e)) => (t.runs, t.slots_asked, e),
+            Err(_) => (0, 0, Some(anyhow::anyhow!("the held-call thread panicked"))),
+        }
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -81,10 +231,10 @@ pub fn parked_entries(map: &aya::maps::Map, mask: u64) -> Result<Vec<Event>> {
 
 /// One owned slot's calls, oldest first.
 fn slot_events(s: &CallSlot) -> Vec<Event> {
-    let done = (s.done as usize).min(CALL_BATCH_MAX);
+    let done = ((s.state & HELD_COUNT_MASK) as usize).min(CALL_BATCH_MAX);
     let mut out: Vec<Event> = s.calls[..done].iter().map(|c| held_call(s.owner, c)).collect();
     if s.ret_sp != 0 {
-        if let Some(c) = s.calls.get(done) {
+        if let Some(c) = s.calls.get(s.parked_at as usize) {
             let (enter, _) = held_pair(s.owner, c);
             out.push(Event::Enter(enter));
         }
@@ -115,7 +265,7 @@ mod tests {
 
     #[test]
     fn a_slot_gives_its_finished_calls_then_its_parked_entry() {
-        let mut s = CallSlot { owner: (7 << 32) | 8, ret_sp: 0x1000, done: 2, ..Default::default() };
+        let mut s = CallSlot { owner: (7 << 32) | 8, ret_sp: 0x1000, state: 2 | (5 << 8), parked_at: 2, ..Default::default() };
         s.calls[0] = call(1, 100);
         s.calls[1] = call(2, 200);
         s.calls[2] = HeldCall { exit_ts: 0, ret: 0, ..call(3, 300) };
@@ -127,9 +277,16 @@ mod tests {
         let Event::Enter(p) = &ev[2] else { panic!("{:?}", ev[2]) };
         assert_eq!((p.hdr.api_id, p.hdr.ts_ns, p.hdr.kind), (3, 300, EventKind::ApiEnterShort as u32));
         // Nothing parked: only the finished calls; a count beyond the array is cut to it.
+        // Held calls taken by the collector while a call was in flight: none held, the parked
+        // entry where it entered.
+        s.state = 6 << 8;
+        let ev = slot_events(&s);
+        assert_eq!(ev.len(), 1);
+        assert!(matches!(&ev[0], Event::Enter(p) if p.hdr.api_id == 3 && p.hdr.ts_ns == 300), "{ev:?}");
+        s.state = 2 | (5 << 8);
         s.ret_sp = 0;
         assert_eq!(slot_events(&s).len(), 2);
-        s.done = 1000;
+        s.state = 0xff;
         assert_eq!(slot_events(&s).len(), CALL_BATCH_MAX);
     }
 }

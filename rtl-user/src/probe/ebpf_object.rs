@@ -100,7 +100,8 @@ pub(super) fn load_object(ringbuf_bytes: u32) -> Result<(Ebpf, LinkKind, LoadTim
         let p: &mut UProbe = program(&mut ebpf, &name)?.try_into()?;
         p.load().map_err(|e| anyhow!("loading eBPF program {name}: {e}"))?;
     }
-    for name in ["task_fork", "task_exec", "task_exit"] {
+    // `take_held` is never attached: the collector runs it (call_slots::HeldTaker).
+    for name in ["task_fork", "task_exec", "task_exit", "take_held"] {
         let p: &mut RawTracePoint = program(&mut ebpf, name)?.try_into()?;
         p.load().map_err(|e| anyhow!("loading eBPF program {name}: {e}"))?;
     }

@@ -78,6 +78,12 @@ pub struct Probes {
     call_slot_mask: u64,
     /// `config::CALL_BATCH` as set at load.
     call_batch: u64,
+    /// Takes old held calls out of the slots of threads that stopped calling, while tracing.
+    taker: Option<super::call_slots::TakerThread>,
+    /// What the taker did: program runs, slots asked, and the error that stopped it.
+    taker_runs: u64,
+    taker_slots: u64,
+    taker_error: Option<String>,
 }
 
 impl Probes {
@@ -114,6 +120,10 @@ impl Probes {
             stacks: opts.stack_mode != 0,
             call_slot_mask: super::call_slots::mask_from_env()?,
             call_batch: opts.call_batch,
+            taker: None,
+            taker_runs: 0,
+            taker_slots: 0,
+            taker_error: None,
         };
         me.set_config(config::STACK_MODE, opts.stack_mode as u64)?;
         me.set_config(config::STACK_BYTES, opts.stack_bytes.min(rtl_common::STACK_COPY_MAX as u32) as u64)?;
@@ -324,6 +334,9 @@ impl Probes {
     /// Makes every program return at its first check: nothing is traced any more, the traced
     /// processes pay only the uprobe trap until the probes are removed.
     pub fn quiesce(&mut self) -> Result<()> {
+        // The taker first: after this, the slots change only by their owners (until the mask
+        // below turns them off), and what is left is read by `parked_entries`.
+        self.stop_taking_held();
         self.set_config(config::TRACE_ALL, 0)?;
         self.set_config(config::FOLLOW_FORKS, 0)?;
         self.set_config(config::LOADER_STOP, 0)?;
@@ -401,6 +414,36 @@ impl Probes {
         Ok(pid as u32)
     }
 
+    /// Starts taking the held calls of threads that stopped calling out of their slots (see
+    /// [`super::call_slots::HeldTaker`]), unless calls are not held or `RTL_HELD_TAKE=0`.
+    pub fn start_taking_held(&mut self) -> Result<()> {
+        if self.call_batch < 2 || self.call_slot_mask == 0 || std::env::var_os(super::call_slots::TAKE_ENV).is_some_and(|v| v == "0") {
+            return Ok(());
+        }
+        let prog: &RawTracePoint = self.ebpf.program("take_held").context("take_held program")?.try_into()?;
+        let prog = prog.fd()?.try_clone().context("take_held program fd")?;
+        let hints = match self.ebpf.map("HELD_SINCE").context("HELD_SINCE map")? {
+            aya::maps::Map::Array(m) => m,
+            _ => anyhow::bail!("HELD_SINCE is not an array map"),
+        };
+        let taker = super::call_slots::HeldTaker::new(hints, prog, self.call_slot_mask)?;
+        self.taker = Some(super::call_slots::TakerThread::start(taker)?);
+        Ok(())
+    }
+
+    fn stop_taking_held(&mut self) {
+        if let Some(t) = self.taker.take() {
+            let (runs, slots, err) = t.stop();
+            self.taker_runs = runs;
+            self.taker_slots = slots;
+            if let Some(e) = err {
+                let msg = format!("{e:#}");
+                crate::term::message(&format!("held calls were not taken from waiting threads after an error ({msg}): they reached the trace at their thread's next call, exit or the stop"));
+                self.taker_error = Some(msg);
+            }
+        }
+    }
+
     /// What the call slots still hold: finished calls not yet written, and entries of calls
     /// still in flight (read after [`Self::quiesce`] and the last drain of the ring buffer).
     pub fn parked_entries(&self) -> Result<Vec<crate::collect::decode::Event>> {
@@ -453,6 +496,10 @@ impl Probes {
             ("probe_calls_dropped", self.counter(counter::CALLS_DROPPED).to_string()),
             ("probe_call_batch", self.call_batch.to_string()),
             ("probe_call_batches", self.counter(counter::CALL_BATCHES).to_string()),
+            ("probe_calls_taken", self.counter(counter::CALLS_TAKEN).to_string()),
+            ("held_take_runs", self.taker_runs.to_string()),
+            ("held_take_slots", self.taker_slots.to_string()),
+            ("held_take_error", self.taker_error.clone().unwrap_or_default()),
             ("stacks_lost_in_probe", self.counter(counter::STACKS_LOST).to_string()),
             ("python_stacks_lost_in_probe", self.counter(counter::PY_STACKS_LOST).to_string()),
             ("python_threads_not_found", self.counter(counter::PY_NO_THREAD).to_string()),

@@ -79,7 +79,7 @@ impl Session {
                 loader_stop: matches!(mode, Mode::Run(_)),
                 stack_mode: opts.stacks.probe_mode(),
                 stack_bytes: opts.stack_bytes,
-                call_batch: crate::probe::call_slots::batch_for(opts.gpu)?,
+                call_batch: crate::probe::call_slots::batch_from_env()?,
             },
             opts.apis.clone(),
         )?;
@@ -93,6 +93,7 @@ impl Session {
             let msgs = attach_new(&mut probes, &libs);
             (msgs, watch.finish())
         };
+        probes.start_taking_held()?;
         let attach_ms = t_attach.elapsed().as_secs_f64() * 1e3;
         let probe_attach_ms = t_probes.elapsed().as_secs_f64() * 1e3;
         let startup_ms = started.elapsed().as_secs_f64() * 1e3;
