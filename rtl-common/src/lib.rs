@@ -488,7 +488,8 @@ pub mod config {
 
 /// Slots of the per-CPU `COUNTERS` array map.
 pub mod counter {
-    /// Records lost because the ring buffer was full.
+    /// Records lost because the ring buffer was full (a lost [`ApiCalls`](crate::ApiCalls)
+    /// record counts as the `ApiCall` records it stands for, one per call).
     pub const RINGBUF_DROPS: u32 = 0;
     /// Probe hits seen by the entry program (after the process filter).
     pub const ENTRIES: u32 = 1;

@@ -237,7 +237,11 @@ unsafe fn take(s: *mut CallSlot, owner: Option<u64>, i: u32) -> u64 {
                 return 0;
             }
             hint(i, 0);
-            bump(counter::RINGBUF_DROPS);
+            // Counted as the `n` ApiCall records it stands for, so that records lost still
+            // add up to entries and returns lost (`ringbuf_drops` + `probe_calls_dropped`).
+            if let Some(d) = COUNTERS.get_ptr_mut(counter::RINGBUF_DROPS) {
+                *d += n;
+            }
             if let Some(d) = COUNTERS.get_ptr_mut(counter::CALLS_DROPPED) {
                 *d += n;
             }

@@ -32,15 +32,20 @@ pub fn mask_from_env() -> Result<u64> {
 /// [`batch_for`].
 pub const BATCH_ENV: &str = "RTL_CALL_BATCH";
 
-/// `config::CALL_BATCH`: [`CALL_BATCH_MAX`] unless `RTL_CALL_BATCH` says otherwise.
+/// `config::CALL_BATCH` for a trace with GPU source `gpu`: [`CALL_BATCH_MAX`] in CPU-side
+/// traces, 0 (each call written at its return) with a GPU source, unless `RTL_CALL_BATCH` says
+/// otherwise.
 ///
 /// Held calls reach the collector when the thread has made that many calls, makes another kind
 /// of call, exits, enters a call [`CALL_HELD_MAX_NS`] after the oldest held one, when the
 /// [`HeldTaker`] takes them out of the slot of a thread that stopped calling (every
-/// [`TAKE_PERIOD`], those older than [`CALL_HELD_MAX_NS`]), or at the stop. So a call reaches the
-/// collector at most a few milliseconds after it returned, well within what the GPU join waits
-/// for a thread's calls (its `READY_NS`, 20 ms).
-pub fn batch_from_env() -> Result<u64> {
+/// [`TAKE_PERIOD`], those older than [`CALL_HELD_MAX_NS`]), or at the stop: a few milliseconds
+/// after they returned on a machine with a core to spare, more when the collector's thread
+/// waits for one. The GPU join by time (HSA capture) links an operation to the calls it has
+/// when the operation's time comes, and linked operations to the wrong thread's launch when a
+/// launch was held (`gpu_join_hsa`, on a loaded 2-core machine), so with a GPU source calls are
+/// not held.
+pub fn batch_for(gpu: rtl_common::GpuSource) -> Result<u64> {
     if let Some(v) = std::env::var_os(BATCH_ENV) {
         let n: u64 = v.to_str().and_then(|s| s.parse().ok()).with_context(|| format!("{BATCH_ENV}={v:?}: not a number"))?;
         if n > CALL_BATCH_MAX as u64 {
@@ -48,7 +53,7 @@ pub fn batch_from_env() -> Result<u64> {
         }
         return Ok(n);
     }
-    Ok(CALL_BATCH_MAX as u64)
+    Ok(if gpu == rtl_common::GpuSource::None { CALL_BATCH_MAX as u64 } else { 0 })
 }
 
 /// How often the [`HeldTaker`] looks for old held calls.

@@ -79,7 +79,7 @@ impl Session {
                 loader_stop: matches!(mode, Mode::Run(_)),
                 stack_mode: opts.stacks.probe_mode(),
                 stack_bytes: opts.stack_bytes,
-                call_batch: crate::probe::call_slots::batch_from_env()?,
+                call_batch: crate::probe::call_slots::batch_for(opts.gpu)?,
             },
             opts.apis.clone(),
         )?;
