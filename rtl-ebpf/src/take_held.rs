@@ -14,8 +14,19 @@ use crate::{call_slots::take_slot, maps::COUNTERS};
 pub fn take_held(ctx: RawTracePointContext) -> u32 {
     let n: u64 = ctx.arg(0);
     // The context is read at constant offsets only (the verifier refuses a computed one).
-    let slots: [u64; TAKE_HELD_SLOTS] =
-        [ctx.arg(1), ctx.arg(2), ctx.arg(3), ctx.arg(4), ctx.arg(5), ctx.arg(6), ctx.arg(7), ctx.arg(8), ctx.arg(9), ctx.arg(10), ctx.arg(11)];
+    let slots: [u64; TAKE_HELD_SLOTS] = [
+        ctx.arg(1),
+        ctx.arg(2),
+        ctx.arg(3),
+        ctx.arg(4),
+        ctx.arg(5),
+        ctx.arg(6),
+        ctx.arg(7),
+        ctx.arg(8),
+        ctx.arg(9),
+        ctx.arg(10),
+        ctx.arg(11),
+    ];
     let mut taken = 0;
     let mut k = 0;
     while k < TAKE_HELD_SLOTS {
