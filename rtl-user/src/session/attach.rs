@@ -93,10 +93,10 @@ impl Session {
             let msgs = attach_new(&mut probes, &libs);
             (msgs, watch.finish())
         };
-        probes.start_taking_held()?;
         let attach_ms = t_attach.elapsed().as_secs_f64() * 1e3;
         let probe_attach_ms = t_probes.elapsed().as_secs_f64() * 1e3;
         let startup_ms = started.elapsed().as_secs_f64() * 1e3;
+        probes.start_taking_held()?;
         let total: usize = probes.attached().map(|r| r.probed).sum();
         if total == 0 && !matches!(mode, Mode::All | Mode::Run(_)) {
             return Err(anyhow!(Fatal::NoProcess(format!("no {} library could be probed", runtime_name(opts.runtime)))));
