@@ -70,12 +70,41 @@ unsafe fn swap_state(s: *mut CallSlot, old: u64, new: u64) -> bool {
     }
 }
 
-/// The collector's hint of slot `i`: the entry time of its oldest held call, 0 when none.
+/// Sets the collector's hint of slot `i`: the entry time of its oldest held call (the owner,
+/// when its count goes from 0 to 1).
 #[inline(always)]
 fn hint(i: u32, v: u64) {
     if let Some(h) = HELD_SINCE.get_ptr_mut(i) {
         // SAFETY: a map value; a hint only (the collector's `take_held` checks the slot).
         unsafe { core::ptr::write_volatile(h, v) };
+    }
+}
+
+/// The hint of slot `i` as read before its state.
+#[inline(always)]
+fn hint_seen(i: u32) -> u64 {
+    match HELD_SINCE.get_ptr_mut(i) {
+        // SAFETY: a map value.
+        Some(h) => unsafe { core::ptr::read_volatile(h) },
+        None => 0,
+    }
+}
+
+/// Clears the hint of slot `i` if it still is `seen` (read before the state that said the calls
+/// it stood for are gone): the owner may have held a new call and set a new hint since, which a
+/// plain store would erase (its calls would then wait for its next call or the stop).
+#[inline(always)]
+fn clear_hint(i: u32, seen: u64) {
+    if seen == 0 {
+        return;
+    }
+    if let Some(h) = HELD_SINCE.get_ptr_mut(i) {
+        // SAFETY: an atomic on a map value.
+        unsafe {
+            core::intrinsics::atomic_cxchg::<u64, { core::intrinsics::AtomicOrdering::SeqCst }, { core::intrinsics::AtomicOrdering::SeqCst }>(
+                h, seen, 0,
+            )
+        };
     }
 }
 
@@ -222,6 +251,7 @@ unsafe fn write_call(c: *const HeldCall, ts: u64, ret: u64, pid_tgid: u64) {
 unsafe fn take(s: *mut CallSlot, owner: Option<u64>, i: u32) -> u64 {
     // SAFETY: a slot of CALL_SLOTS; its first `n` calls do not change while `state` holds `st`.
     unsafe {
+        let seen = hint_seen(i);
         let st = state(s);
         let n = st & HELD_COUNT_MASK;
         if n == 0 {
@@ -236,7 +266,7 @@ unsafe fn take(s: *mut CallSlot, owner: Option<u64>, i: u32) -> u64 {
             if !swap_state(s, st, next) {
                 return 0;
             }
-            hint(i, 0);
+            clear_hint(i, seen);
             // Counted as the `n` ApiCall records it stands for, so that records lost still
             // add up to entries and returns lost (`ringbuf_drops` + `probe_calls_dropped`).
             if let Some(d) = COUNTERS.get_ptr_mut(counter::RINGBUF_DROPS) {
@@ -256,7 +286,7 @@ unsafe fn take(s: *mut CallSlot, owner: Option<u64>, i: u32) -> u64 {
             r.discard(0);
             return 0;
         }
-        hint(i, 0);
+        clear_hint(i, seen);
         r.submit(wakeup_flags(core::mem::size_of::<ApiCalls>()));
         bump(counter::CALL_BATCHES);
         n
@@ -281,8 +311,10 @@ pub(crate) fn take_slot(i: u32) -> u64 {
     let Some(s) = CALL_SLOTS.get_ptr_mut(i) else { return 0 };
     // SAFETY: a map value; `take` decides with the compare-and-swap.
     unsafe {
+        let seen = hint_seen(i);
         if state(s) & HELD_COUNT_MASK == 0 {
-            hint(i, 0);
+            // A stale hint (the owner wrote its calls before the hint was cleared).
+            clear_hint(i, seen);
             return 0;
         }
         take(s, None, i)
