@@ -56,18 +56,23 @@ unsafe fn state(s: *mut CallSlot) -> u64 {
     unsafe { core::ptr::read_volatile(&(*s).state) }
 }
 
-/// Compare-and-swap of the slot's `state`: did it hold `old` (and now `new`)?
+/// Compare-and-swap of a map word: did it hold `old` (and now `new`)?
 #[inline(always)]
-unsafe fn swap_state(s: *mut CallSlot, old: u64, new: u64) -> bool {
-    // SAFETY: the caller's slot; an atomic on a map value.
+unsafe fn cas(p: *mut u64, old: u64, new: u64) -> bool {
+    // SAFETY: the caller's map value; an atomic on it.
     unsafe {
         core::intrinsics::atomic_cxchg::<u64, { core::intrinsics::AtomicOrdering::SeqCst }, { core::intrinsics::AtomicOrdering::SeqCst }>(
-            &mut (*s).state,
-            old,
-            new,
+            p, old, new,
         )
         .1
     }
+}
+
+/// Compare-and-swap of the slot's `state`.
+#[inline(always)]
+unsafe fn swap_state(s: *mut CallSlot, old: u64, new: u64) -> bool {
+    // SAFETY: the caller's slot.
+    unsafe { cas(&mut (*s).state, old, new) }
 }
 
 /// Sets the collector's hint of slot `i`: the entry time of its oldest held call (the owner,
@@ -99,12 +104,8 @@ fn clear_hint(i: u32, seen: u64) {
         return;
     }
     if let Some(h) = HELD_SINCE.get_ptr_mut(i) {
-        // SAFETY: an atomic on a map value.
-        unsafe {
-            core::intrinsics::atomic_cxchg::<u64, { core::intrinsics::AtomicOrdering::SeqCst }, { core::intrinsics::AtomicOrdering::SeqCst }>(
-                h, seen, 0,
-            )
-        };
+        // SAFETY: a map value.
+        unsafe { cas(h, seen, 0) };
     }
 }
 
@@ -128,12 +129,7 @@ pub(crate) fn park(ret_sp: u64, api_id: u32, regs: &[u64; 6], fsbase_of: impl Fn
             if owner != 0 {
                 return false;
             }
-            let (_, won) = core::intrinsics::atomic_cxchg::<
-                u64,
-                { core::intrinsics::AtomicOrdering::SeqCst },
-                { core::intrinsics::AtomicOrdering::SeqCst },
-            >(&mut (*s).owner, 0, pid_tgid);
-            if !won {
+            if !cas(&mut (*s).owner, 0, pid_tgid) {
                 return false;
             }
         }
@@ -255,6 +251,8 @@ unsafe fn take(s: *mut CallSlot, owner: Option<u64>, i: u32) -> u64 {
         let st = state(s);
         let n = st & HELD_COUNT_MASK;
         if n == 0 {
+            // A stale hint, if any (its calls were written before it was cleared).
+            clear_hint(i, seen);
             return 0;
         }
         let pid_tgid = match owner {
@@ -310,15 +308,7 @@ pub(crate) fn take_slot(i: u32) -> u64 {
     }
     let Some(s) = CALL_SLOTS.get_ptr_mut(i) else { return 0 };
     // SAFETY: a map value; `take` decides with the compare-and-swap.
-    unsafe {
-        let seen = hint_seen(i);
-        if state(s) & HELD_COUNT_MASK == 0 {
-            // A stale hint (the owner wrote its calls before the hint was cleared).
-            clear_hint(i, seen);
-            return 0;
-        }
-        take(s, None, i)
-    }
+    unsafe { take(s, None, i) }
 }
 
 /// Writes out what the thread `pid_tgid` holds (its finished calls, then a parked entry) and

@@ -114,13 +114,16 @@ pub fn decode(b: &[u8]) -> Result<Event, DecodeError> {
         }
         EventKind::ApiCall => {
             let c: ApiCall = read(b).ok_or_else(wrong)?;
-            let h = |kind: EventKind, ts_ns| EventHeader { kind: kind as u32, ts_ns, ..c.hdr };
-            let mut args = [0; rtl_common::MAX_ARGS];
-            args[..6].copy_from_slice(&c.args);
-            Event::Call(
-                ApiEnter { hdr: h(EventKind::ApiEnterShort, c.enter_ts), args, fsbase: c.fsbase },
-                ApiExit { hdr: h(EventKind::ApiExitShort, c.hdr.ts_ns), ret: c.ret, out: 0, has_out: 0, _pad: 0 },
-            )
+            let held = HeldCall {
+                api_id: c.hdr.api_id as u64,
+                enter_ts: c.enter_ts,
+                exit_ts: c.hdr.ts_ns,
+                args: c.args,
+                fsbase: c.fsbase,
+                ret: c.ret,
+            };
+            let (e, x) = held_pair(c.hdr.pid_tgid, &held);
+            Event::Call(e, x)
         }
         EventKind::ApiCalls => {
             let c: ApiCalls = read(b).ok_or_else(wrong)?;

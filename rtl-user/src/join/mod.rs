@@ -181,9 +181,8 @@ impl Joiner {
             }
             Event::Calls(calls) => {
                 for (e, x) in calls {
-                    self.push(Event::Enter(e), out);
-                    self.push(Event::Exit(x), out);
-                    self.stats.events -= 2;
+                    self.push(Event::Call(e, x), out);
+                    self.stats.events -= 1;
                 }
             }
             Event::Enter(e) => {
