@@ -57,7 +57,21 @@ fn overlapping(links: &str) {
     let s = wait_exit(&mut w, 120);
     assert!(s.success(), "hot_loop exited with {s}");
     rtl_stop(b);
-    assert_eq!(count(&b_db, pid, "hipGetDeviceCount"), calls as usize, "B's trace must hold every call X made");
+    let got = count(&b_db, pid, "hipGetDeviceCount");
+    if got != calls as usize {
+        // What the trace says about the calls that are not there (kept in the failure's text).
+        let mut by_status = std::collections::BTreeMap::new();
+        for c in traced_calls(&b_db).iter().filter(|c| c.pid == pid && c.name == "hipGetDeviceCount") {
+            *by_status.entry(c.status).or_insert(0) += 1;
+        }
+        let m: Vec<String> =
+            ["probe_entries", "probe_exits", "ringbuf_drops", "returns_without_entry", "calls_unclosed", "records_rejected"]
+                .iter()
+                .map(|t| format!("{t}={}", meta(&b_db, t).unwrap_or_default()))
+                .collect();
+        eprintln!("B's hipGetDeviceCount rows of X by status: {by_status:?}; B's metadata: {}", m.join(" "));
+    }
+    assert_eq!(got, calls as usize, "B's trace must hold every call X made");
     assert_eq!(meta(&b_db, "ringbuf_drops").as_deref(), Some("0"));
     assert_eq!(meta(&a_db, "uprobe_links").as_deref(), Some(links));
 }
