@@ -340,10 +340,6 @@ impl Probes {
         self.set_config(config::TRACE_ALL, 0)?;
         self.set_config(config::FOLLOW_FORKS, 0)?;
         self.set_config(config::LOADER_STOP, 0)?;
-        // No more parking, and no return of a parked call recognised before the process filter
-        // (which now refuses every call): a call parked now stays parked, and is read as in
-        // flight by `parked_entries`, instead of writing its record after the last drain.
-        self.set_config(config::CALL_SLOT_MASK, 0)?;
         let mut m: BpfHashMap<&mut MapData, u32, u8> = BpfHashMap::try_from(self.ebpf.map_mut("TRACED").context("TRACED map")?)?;
         let keys: Vec<u32> = m.keys().filter_map(Result::ok).collect();
         for k in keys {
@@ -352,6 +348,13 @@ impl Probes {
         // The programs trust a tgid they remember finding only within one removal generation.
         let gen = self.config(config::FILTER_GEN)?;
         self.set_config(config::FILTER_GEN, gen.wrapping_add(1))?;
+        // Only now, with the process filter refusing every call: no more parking, and no return
+        // of a parked call recognised before the filter. A call parked now stays parked and is
+        // read as in flight by `parked_entries`, instead of writing its record after the last
+        // drain. Turned off before the filter, a parked call returning in between wrote its
+        // return record (its thread still traced) and was read from the slot again at the stop:
+        // an orphan return plus a call cut by the end of the trace.
+        self.set_config(config::CALL_SLOT_MASK, 0)?;
         Ok(())
     }
 
