@@ -70,10 +70,13 @@ def norm(n):
 def cupti_table(outdir, say):
     """--gpu cupti: kernel count vs torch.profiler, per-kernel GPU time in aggregate, links."""
     path = f"{outdir}/cupti.jsonl"
+    if "cupti" not in steps(outdir):
+        return True
     try:
         rs = load(path)
-    except OSError:
-        return True
+    except OSError as e:
+        say(f"FAIL: the cupti step ran but {path} cannot be read: {e}")
+        return False
     refs = defaultdict(list)
     early = defaultdict(list)
     for r in rs:
@@ -169,15 +172,84 @@ def load(path):
     return out
 
 
+def steps(outdir):
+    """The steps run.sh / cupti.sh ran (steps.txt): each one's rows are expected."""
+    try:
+        return open(f"{outdir}/steps.txt").read().split()
+    except OSError:
+        return []
+
+
+def expected_rows(outdir):
+    """(file, mode, how) -> the number of rows each step that ran must have written."""
+    st = steps(outdir)
+    exp = {}
+    if "counts" in st:
+        for m in ("eager", "graph", "transformer"):
+            exp[("counts", m, "run")] = 1
+    if "attach" in st:
+        exp[("counts", "eager", "attach --pid")] = 1
+        exp[("counts", "eager", "--all")] = 1
+    if "overhead" in st:
+        try:
+            reps = int(open(f"{outdir}/reps.txt").read().strip() or 0)
+        except (OSError, ValueError):
+            reps = 0
+        if reps > 0:
+            for m in ("eager", "graph"):
+                for how in ("none", "rtl-ebpf", "rtl-ebpf + CUPTI agent", "torch.profiler"):
+                    exp[("overhead", m, how)] = reps
+    if "cupti" in st:
+        for m in ("eager", "graph", "transformer"):
+            exp[("cupti", m, "rtl-ebpf+cupti")] = 1
+            exp[("cupti", m, "torch.profiler")] = 2
+            exp[("cupti", m, "torch.profiler early")] = 1
+        exp[("cupti", "eager", "rtl-ebpf+cupti+torch.profiler, one process")] = 1
+    return exp
+
+
+def completeness(outdir, say):
+    """Fails on a missing row (a run that did not happen) and on a nonzero exit code."""
+    ok = True
+    got = defaultdict(int)
+    for f in ("counts", "overhead", "cupti"):
+        try:
+            for r in load(f"{outdir}/{f}.jsonl"):
+                got[(f, r.get("mode"), r.get("how"))] += 1
+        except OSError:
+            pass
+    for key, n in sorted(expected_rows(outdir).items()):
+        if got[key] < n:
+            ok = False
+            say(f"FAIL: {key[0]}.jsonl has {got[key]} of {n} expected rows for {key[1]} / {key[2]}")
+    if not steps(outdir):
+        ok = False
+        say(f"FAIL: {outdir}/steps.txt is missing: nothing says which runs to expect")
+    try:
+        codes = [l.split() for l in open(f"{outdir}/exit_codes.txt") if l.strip()]
+    except OSError:
+        codes = None
+        ok = False
+        say(f"FAIL: {outdir}/exit_codes.txt is missing")
+    for name, rc in codes or []:
+        if rc != "0":
+            ok = False
+            say(f"FAIL: {name} exited with {rc}")
+    if ok:
+        say(f"complete: {sum(expected_rows(outdir).values())} expected rows present, {len(codes or [])} exit codes all 0")
+    say()
+    return ok
+
+
 def main(outdir):
     lines = []
     say = lambda s="": (print(s), lines.append(s))
+    ok = completeness(outdir, say)
     # Counts: each count run is traced by rtl-ebpf with torch.profiler on, same process.
     say("### Kernel counts, same run (rtl-ebpf `run --runtime cuda` with torch.profiler on)")
     say()
     say("| workload | trace | app launched | torch.profiler kernels | rtl-ebpf launches | graph replays x nodes | rtl-ebpf kernels | named | equal |")
     say("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    ok = True
     for r in load(f"{outdir}/counts.jsonl"):
         try:
             c = count(r["db"], r)

@@ -20,6 +20,9 @@ APP=tests/gpu/app.py
 export PYTHONUNBUFFERED=1
 log() { echo "== $*" >&2; }
 : > "$OUT/cupti.jsonl"
+[ -f "$OUT/exit_codes.txt" ] || : > "$OUT/exit_codes.txt"
+grep -qw cupti "$OUT/steps.txt" 2>/dev/null || echo "${STEPS:-cupti}" > "$OUT/steps.txt"
+note_rc() { echo "$1 $2" >> "$OUT/exit_codes.txt"; echo "$1 rc=$2" >&2; }
 if [ "${FIXTURES:-0}" = 1 ]; then
   log "fixtures"
   mkdir -p "$OUT/fixtures"
@@ -27,9 +30,16 @@ if [ "${FIXTURES:-0}" = 1 ]; then
   RTL_AGENT_CUPTI_DUMP=$W/cupti_raw.bin RTL_AGENT_DUMP=$W/agent_batches.bin RTL_AGENT_CUPTI_VERBOSE=1 \
     "$BIN" run --runtime cuda --gpu cupti --quiet -o "$W/fix.db" -- "$PY" $APP mix 2 --blocks 1 --out "$OUT/fixture.jsonl" \
     2> "$W/fix.err" > /dev/null
-  echo "fixture rc=$?" >&2; head -c 3000 "$W/fix.err" >&2
+  note_rc fixture $?; head -c 3000 "$W/fix.err" >&2
   "$PY" tests/gpu/extract_calls.py "$W/fix.db" "$OUT/fixture.jsonl" "$OUT/fixtures" >&2
   cp "$W/cupti_raw.bin" "$W/agent_batches.bin" "$OUT/fixtures/"
+  # The independent truth kept with the fixture: torch.profiler alone (its own CUPTI client; two
+  # clients cannot share one process) on the same workload, twice: per-kernel-name counts and
+  # GPU times (rtl-agent/tests/cupti_fixture.rs compares the agent's ops against them).
+  for i in 1 2; do
+    "$PY" $APP mix 2 --blocks 1 --profile --out "$OUT/fixtures/torch_profiler.jsonl" --meta '{"how": "torch.profiler"}' > /dev/null
+    note_rc "fixture_torch_$i" $?
+  done
   ls -la "$OUT/fixtures" >&2
   tar -C "$OUT" -czf "$OUT/fixtures.tar.gz" fixtures && rm -rf "$OUT/fixtures"
 fi
@@ -42,7 +52,7 @@ for w in "eager 2000" "graph 100" "transformer 10"; do
   db=$W/cupti_$1.db
   "$BIN" run --runtime cuda --gpu cupti --quiet -o "$db" -- "$PY" $APP $1 $2 --warm 1 --out "$OUT/cupti.jsonl" \
     --meta "{\"db\": \"$db\", \"how\": \"rtl-ebpf+cupti\"}" 2> "$W/cupti_$1.err" > /dev/null
-  echo "rc=$?" >&2; grep -iE "error|cupti|agent|drop" "$W/cupti_$1.err" | cut -c1-300 | head -5 >&2
+  note_rc "cupti_$1" $?; grep -iE "error|cupti|agent|drop" "$W/cupti_$1.err" | cut -c1-300 | head -5 >&2
   # VARIANTS="label:VAR=value,VAR=value label2:..." runs the same with other agent settings
   # (diagnostics: RTL_AGENT_CUPTI_API=all, RTL_AGENT_CUPTI_CLOCK=cupti); rows labelled apart.
   for v in ${VARIANTS:-}; do
@@ -50,7 +60,7 @@ for w in "eager 2000" "graph 100" "transformer 10"; do
     vdb=$W/cupti_$1_$label.db
     env ${envs//,/ } "$BIN" run --runtime cuda --gpu cupti --quiet -o "$vdb" -- "$PY" $APP $1 $2 --warm 1 --out "$OUT/cupti.jsonl" \
       --meta "{\"db\": \"$vdb\", \"how\": \"rtl-ebpf+cupti $label\"}" 2> "$W/cupti_$1_$label.err" > /dev/null
-    echo "variant $label rc=$?" >&2; grep -iE "error|cupti|agent|drop" "$W/cupti_$1_$label.err" | cut -c1-300 | head -3 >&2
+    note_rc "cupti_$1_$label" $?; grep -iE "error|cupti|agent|drop" "$W/cupti_$1_$label.err" | cut -c1-300 | head -3 >&2
   done
   "$PY" $APP $1 $2 --warm 1 --profile --out "$OUT/cupti.jsonl" --meta '{"how": "torch.profiler"}' > /dev/null
   # The duration reference under the agent's CUPTI conditions: torch.profiler on from before
@@ -61,6 +71,6 @@ log "cupti + torch.profiler in one process"
 db=$W/cupti_same.db
 "$BIN" run --runtime cuda --gpu cupti --quiet -o "$db" -- "$PY" $APP eager 2000 --profile --out "$OUT/cupti.jsonl" \
   --meta "{\"db\": \"$db\", \"how\": \"rtl-ebpf+cupti+torch.profiler, one process\"}" 2> "$W/cupti_same.err" > /dev/null
-echo "rc=$?" >&2; grep -iE "error|cupti|agent" "$W/cupti_same.err" | cut -c1-300 | head -5 >&2
+note_rc cupti_same $?; grep -iE "error|cupti|agent" "$W/cupti_same.err" | cut -c1-300 | head -5 >&2
 for f in counts overhead; do [ -f "$OUT/$f.jsonl" ] || : > "$OUT/$f.jsonl"; done
 tar -C "$W" -czf "$OUT/cupti_traces.tar.gz" cupti_graph.db cupti_same.db cupti_eager.err cupti_same.err 2>/dev/null

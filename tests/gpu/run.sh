@@ -33,7 +33,11 @@ W=/tmp/rtl-gpu; rm -rf "$W"; mkdir -p "$W" "$OUT"
 APP=tests/gpu/app.py
 export PYTHONUNBUFFERED=1
 log() { echo "== $*" >&2; }
-: > "$OUT/counts.jsonl"; : > "$OUT/overhead.jsonl"
+: > "$OUT/counts.jsonl"; : > "$OUT/overhead.jsonl"; : > "$OUT/exit_codes.txt"
+# analyze.py expects the rows of these steps and fails on any missing one and on any nonzero
+# exit code noted here (a run that did not happen is a failure, never an empty table).
+echo "$STEPS" > "$OUT/steps.txt"
+note_rc() { echo "$1 $2" >> "$OUT/exit_codes.txt"; echo "$1 rc=$2" >&2; }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >&2 || true
 "$PY" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)" >&2
 "$BIN" list-apis --runtime cuda | tail -1 >&2
@@ -56,7 +60,7 @@ has counts && for w in "eager 2000" "graph 100" "transformer 10"; do
   log "count $1"
   "$BIN" run --runtime cuda --gpu none --quiet -o "$db" -- "$PY" $APP $1 $2 --profile --out "$OUT/counts.jsonl" \
      --meta "{\"db\": \"$db\", \"how\": \"run\"}" 2> "$W/count_$1.err" >/dev/null
-  echo "rc=$?" >&2; grep -E "attached|probed|error|Error" "$W/count_$1.err" | cut -c1-300 >&2
+  note_rc "count_$1" $?; grep -E "attached|probed|error|Error" "$W/count_$1.err" | cut -c1-300 >&2
 done
 
 # 2a. attach --pid: the app initialises CUDA, says ready, waits for the go file.
@@ -68,18 +72,19 @@ app=$!
 for _ in $(seq 300); do grep -q ready "$W/attach_app.out" 2>/dev/null && break; sleep 0.1; done
 "$BIN" attach --pid $app --runtime cuda --quiet -o "$W/attach.db" 2> "$W/attach.err" &
 tracer=$!
-wait_probed "$W/attach.err" || log "attach did not come up"
-touch "$W/go"; wait $app; sleep 0.3; kill -TERM $tracer; wait $tracer; echo "attach rc=$?" >&2
+wait_probed "$W/attach.err" || { log "attach did not come up"; note_rc attach_probed 1; }
+touch "$W/go"; wait $app; note_rc attach_app $?; sleep 0.3; kill -TERM $tracer; wait $tracer; note_rc attach $?
 grep -E "attached|probed|error" "$W/attach.err" | cut -c1-300 >&2
 
 # 2b. --all: system-wide, then the app starts.
 log "--all"
 "$BIN" --all --runtime cuda --quiet -o "$W/all.db" 2> "$W/all.err" &
 tracer=$!
-wait_probed "$W/all.err" || log "--all did not come up"
+wait_probed "$W/all.err" || { log "--all did not come up"; note_rc all_probed 1; }
 "$PY" $APP eager 2000 --out "$OUT/counts.jsonl" --meta "{\"db\": \"$W/all.db\", \"how\": \"--all\"}" > /dev/null
+note_rc all_app $?
 sleep 1.5  # --all attaches to newly mapped copies on its 1 s rescan; the system libcuda is probed from the start
-kill -TERM $tracer; wait $tracer; echo "--all rc=$?" >&2
+kill -TERM $tracer; wait $tracer; note_rc all $?
 grep -E "attached|probed|error" "$W/all.err" | cut -c1-300 >&2
 fi
 
@@ -97,9 +102,11 @@ for r in $(seq 1 "$REPS"); do
         torch.profiler) "$PY" $APP $1 $2 --blocks 10 --profile --out "$OUT/overhead.jsonl" --meta "$meta" >/dev/null ;;
         rtl-ebpf) "$BIN" run --runtime cuda --gpu none --quiet -o "$W/ov_$1_$r.db" -- "$PY" $APP $1 $2 --blocks 10 \
                      --out "$OUT/overhead.jsonl" --meta "$meta" > /dev/null 2> "$W/ov_$1_$r.err"
+                   note_rc "ov_$1_$r" $?
                    wait_released "$W/ov_$1_$r.err" ;;
         "rtl-ebpf + CUPTI agent") "$BIN" run --runtime cuda --gpu cupti --quiet -o "$W/ovc_$1_$r.db" -- "$PY" $APP $1 $2 \
                      --blocks 10 --out "$OUT/overhead.jsonl" --meta "$meta" > /dev/null 2> "$W/ovc_$1_$r.err"
+                   note_rc "ovc_$1_$r" $?
                    wait_released "$W/ovc_$1_$r.err" ;;
       esac
     done
@@ -110,6 +117,7 @@ done
 # 4. The CUPTI GPU source.
 has cupti && OUT=$OUT BIN=$BIN PY=$PY bash tests/gpu/cupti.sh
 
+echo "$REPS" > "$OUT/reps.txt"
 "$PY" tests/gpu/analyze.py "$OUT"; rc=$?
 # Summaries of two traces, and the small traces themselves.
 "$BIN" summary "$W/count_transformer.db" --top 8 > "$OUT/summary_transformer.txt" 2>&1
