@@ -272,3 +272,87 @@ fn graph_trace_record_layout() {
     assert!(ops.is_empty());
     assert_eq!(stats.graphs_untimed, 1);
 }
+
+/// One torch.profiler run of the fixture's workload (`tests/gpu/cupti.sh` with FIXTURES=1: `app.py
+/// mix 2 --blocks 1 --profile`, torch.profiler alone in its process on the same H200, torch and
+/// CUDA): kernels per demangled name (count, total us), copies and fills.
+struct TorchRun {
+    per_name: Vec<(String, u64, f64)>,
+    memcpy: usize,
+    memset: usize,
+}
+
+/// The runs in `torch_profiler.jsonl`, read with a small scanner (the fields app.py writes; the
+/// agent's tests take no JSON crate).
+fn torch_runs() -> Vec<TorchRun> {
+    let text = std::fs::read_to_string(format!("{DIR}/torch_profiler.jsonl")).expect("torch_profiler.jsonl");
+    let num = |line: &str, k: &str| -> usize {
+        let i = line.find(&format!("\"{k}\": ")).unwrap_or_else(|| panic!("{k} in torch_profiler.jsonl")) + k.len() + 4;
+        line[i..].chars().take_while(|c| c.is_ascii_digit()).collect::<String>().parse().unwrap()
+    };
+    let mut runs = Vec::new();
+    for line in text.lines().filter(|l| l.starts_with('{')) {
+        // "profiler_per_name": {"NAME": [COUNT, US], ...}: names are C++ signatures without `"`.
+        let i = line.find("\"profiler_per_name\": {").expect("profiler_per_name") + "\"profiler_per_name\": {".len();
+        let body = &line[i..i + line[i..].find('}').expect("end of profiler_per_name")];
+        let mut per_name = Vec::new();
+        for entry in body.split("], ").filter(|e| !e.is_empty()) {
+            let (name, vals) = entry.rsplit_once("\": [").expect("NAME: [COUNT, US]");
+            let vals = vals.trim_end_matches(']');
+            let (c, us) = vals.split_once(", ").expect("COUNT, US");
+            per_name.push((name.trim_start_matches('"').to_string(), c.parse().unwrap(), us.parse().unwrap()));
+        }
+        runs.push(TorchRun { per_name, memcpy: num(line, "profiler_memcpy"), memset: num(line, "profiler_memset") });
+    }
+    runs
+}
+
+/// One spelling for both demanglers (as tests/gpu/analyze.py's `norm`): cpp_demangle writes
+/// `(unsigned long)2`, cxxabi (torch.profiler) `2ul`; whitespace differs.
+fn norm(name: &str) -> String {
+    let mut s = name.to_string();
+    for (ty, suffix) in [("(unsigned long)", "ul"), ("(unsigned int)", "u"), ("(long)", "l")] {
+        while let Some(i) = s.find(ty) {
+            let digits: String = s[i + ty.len()..].chars().take_while(|c| c.is_ascii_digit()).collect();
+            s.replace_range(i..i + ty.len() + digits.len(), &format!("{digits}{suffix}"));
+        }
+    }
+    s.split_whitespace().collect()
+}
+
+/// The independent truth: torch.profiler (Kineto, its own CUPTI client, in a process of its own)
+/// counted the same kernels, copies and fills of the same workload. The agent's ops from the
+/// recorded records must match it per demangled kernel name, exactly in count, and in GPU time
+/// within what separates two runs (the same 1 us kernel; a unit or clock error is 1000x).
+#[test]
+fn ops_match_torch_profiler_per_kernel_name() {
+    let (_, t0, t1, _) = app();
+    let strings = Strings::new(1 << 10, 1 << 20);
+    let (ops, _) = replay(&read_dump(&std::fs::read(format!("{DIR}/cupti_raw.bin")).unwrap()).unwrap(), &strings);
+    let inside: Vec<&GpuOp> = ops.iter().filter(|o| o.gpu_begin_ns >= t0 && o.gpu_begin_ns <= t1).collect();
+    let mut ours: std::collections::BTreeMap<String, (u64, f64)> = Default::default();
+    for o in inside.iter().filter(|o| o.op == OpKind::Dispatch as u8) {
+        let mangled = String::from_utf8_lossy(strings.get(o.kernel_name_id).unwrap().2).into_owned();
+        let name = cpp_demangle::Symbol::new(mangled.as_bytes()).map(|s| s.to_string()).unwrap_or(mangled);
+        let e = ours.entry(norm(&name)).or_default();
+        e.0 += 1;
+        e.1 += (o.gpu_end_ns - o.gpu_begin_ns) as f64 / 1e3;
+    }
+    let runs = torch_runs();
+    assert_eq!(runs.len(), 2, "two torch.profiler runs recorded");
+    for run in &runs {
+        let theirs: std::collections::BTreeMap<String, (u64, f64)> = run.per_name.iter().map(|(n, c, us)| (norm(n), (*c, *us))).collect();
+        let counts = |m: &std::collections::BTreeMap<String, (u64, f64)>| m.iter().map(|(k, v)| (k.clone(), v.0)).collect::<Vec<_>>();
+        assert_eq!(counts(&ours), counts(&theirs), "kernels per name: the agent's ops vs torch.profiler's");
+        for (name, (n, us)) in &ours {
+            let (_, ref_us) = theirs[name];
+            let (mean, ref_mean) = (us / *n as f64, ref_us / *n as f64);
+            // Measured: the agent's add_ kernel reads ~1.07x torch.profiler's started late (CUPTI
+            // on from CUDA init times 1 us kernels ~56 ns longer; docs/benchmarks.md); two
+            // torch.profiler runs agree to 0.1 %.
+            assert!((0.9..1.2).contains(&(mean / ref_mean)), "{name}: mean {mean:.3} us vs torch.profiler {ref_mean:.3} us");
+        }
+        assert_eq!(inside.iter().filter(|o| o.op == OpKind::Copy as u8).count(), run.memcpy, "copies vs torch.profiler");
+        assert_eq!(inside.iter().filter(|o| o.op == OpKind::Memset as u8).count(), run.memset, "fills vs torch.profiler");
+    }
+}
