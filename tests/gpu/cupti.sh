@@ -73,4 +73,4 @@ db=$W/cupti_same.db
   --meta "{\"db\": \"$db\", \"how\": \"rtl-ebpf+cupti+torch.profiler, one process\"}" 2> "$W/cupti_same.err" > /dev/null
 note_rc cupti_same $?; grep -iE "error|cupti|agent" "$W/cupti_same.err" | cut -c1-300 | head -5 >&2
 for f in counts overhead; do [ -f "$OUT/$f.jsonl" ] || : > "$OUT/$f.jsonl"; done
-tar -C "$W" -czf "$OUT/cupti_traces.tar.gz" cupti_graph.db cupti_same.db cupti_eager.err cupti_same.err 2>/dev/null
+tar -C "$W" -czf "$OUT/cupti_traces.tar.gz" cupti_eager.db cupti_graph.db cupti_transformer.db cupti_same.db cupti_eager.err cupti_same.err 2>/dev/null
