@@ -54,6 +54,12 @@ fn key(o: &GpuOp) -> (u64, u64, u64, u64, u64, u32, u8, u8, u8, u64) {
     (o.record_index, o.gpu_begin_ns, o.gpu_end_ns, o.cpu_start_ns, o.cpu_end_ns, o.tid, o.op, o.flags, o.copy_kind, o.bytes)
 }
 
+/// The recorded raw records replayed, the ops whose GPU work began in the app's measured region.
+fn replayed_in_region(strings: &Strings, t0: u64, t1: u64) -> Vec<GpuOp> {
+    let (ops, _) = replay(&read_dump(&std::fs::read(format!("{DIR}/cupti_raw.bin")).unwrap()).unwrap(), strings);
+    ops.into_iter().filter(|o| o.gpu_begin_ns >= t0 && o.gpu_begin_ns <= t1).collect()
+}
+
 #[test]
 fn raw_records_decode_to_the_published_ops() {
     let raw = std::fs::read(format!("{DIR}/cupti_raw.bin")).unwrap();
@@ -83,8 +89,8 @@ fn raw_records_decode_to_the_published_ops() {
 fn measured_region_has_every_op_kind_on_the_launching_thread() {
     let (pid, t0, t1, expect) = app();
     let strings = Strings::new(1 << 10, 1 << 20);
-    let (ops, _) = replay(&read_dump(&std::fs::read(format!("{DIR}/cupti_raw.bin")).unwrap()).unwrap(), &strings);
-    let inside: Vec<&GpuOp> = ops.iter().filter(|o| o.gpu_begin_ns >= t0 && o.gpu_begin_ns <= t1).collect();
+    let ops = replayed_in_region(&strings, t0, t1);
+    let inside: Vec<&GpuOp> = ops.iter().collect();
     let kernels: Vec<_> = inside.iter().filter(|o| o.op == OpKind::Dispatch as u8).collect();
     assert_eq!(kernels.len(), expect, "kernels in the measured region");
     let graph: Vec<_> = kernels.iter().filter(|o| o.flags & wire::OP_IS_GRAPH != 0).collect();
@@ -328,8 +334,8 @@ fn norm(name: &str) -> String {
 fn ops_match_torch_profiler_per_kernel_name() {
     let (_, t0, t1, _) = app();
     let strings = Strings::new(1 << 10, 1 << 20);
-    let (ops, _) = replay(&read_dump(&std::fs::read(format!("{DIR}/cupti_raw.bin")).unwrap()).unwrap(), &strings);
-    let inside: Vec<&GpuOp> = ops.iter().filter(|o| o.gpu_begin_ns >= t0 && o.gpu_begin_ns <= t1).collect();
+    let ops = replayed_in_region(&strings, t0, t1);
+    let inside: Vec<&GpuOp> = ops.iter().collect();
     let mut ours: std::collections::BTreeMap<String, (u64, f64)> = Default::default();
     for o in inside.iter().filter(|o| o.op == OpKind::Dispatch as u8) {
         let mangled = String::from_utf8_lossy(strings.get(o.kernel_name_id).unwrap().2).into_owned();
